@@ -20,6 +20,7 @@ with control characters replaced, so they are safe in a terminal, JSON and an SN
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -59,12 +60,20 @@ def _value(r: SampledRollout, component: str) -> float | None:
     return r.aggregate if component == AGGREGATE_TARGET else r.components.get(component)
 
 
+def _valued(rollouts: Sequence[SampledRollout], component: str) -> list[SampledRollout]:
+    """The scored rollouts where ``component`` (or the aggregate) has a number: the ones its verdict was judged on.
+    A rollout where it is None, NaN or inf shows nothing of a constant value or a missed bonus."""
+    return [r for r in rollouts if r.status == "scored" and is_score(_value(r, component))]
+
+
 def _constant_groups(acc: StepAcc, component: str, eps: float) -> list[list[SampledRollout]]:
+    """The sampled groups where ``component`` is constant, each as its rollouts that have a value."""
     groups = []
     for rollouts in acc.sample.values():
-        values = [v for r in rollouts if r.status == "scored" and is_score(v := _value(r, component))]
+        valued = _valued(rollouts, component)
+        values = [_value(r, component) or 0.0 for r in valued]
         if len(values) >= 2 and max(values) - min(values) <= eps:
-            groups.append([r for r in rollouts if r.status == "scored"])
+            groups.append(valued)
     return groups
 
 
@@ -114,7 +123,8 @@ def _gate_progress(component: str) -> Callable[[SampledRollout], tuple[float, st
         return progress
 
     def best_total(r: SampledRollout) -> tuple[float, str]:
-        return (r.aggregate or 0.0) / 1e6, f"closest miss: total reward {fmt(r.aggregate)} without earning {component}"
+        total = r.aggregate if is_score(r.aggregate) else -math.inf  # no total ranks after every total
+        return total / 1e6, f"closest miss: total reward {fmt(r.aggregate)} without earning {component}"
 
     return best_total
 
@@ -151,10 +161,9 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
     elif "unreachable_gate" in causes:
         progress = _gate_progress(component)
         for rollouts in acc.sample.values():
-            for r in rollouts:
-                if r.status == "scored":
-                    score, reason = progress(r)
-                    ranked.append((-score, r, clean(reason)))
+            for r in _valued(rollouts, component):  # a miss is a rollout the bonus was judged in
+                score, reason = progress(r)
+                ranked.append((-score, r, clean(reason)))
     elif alarm.cause == "no_values":
         for rollouts in acc.sample.values():
             for r in rollouts:

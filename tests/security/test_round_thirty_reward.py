@@ -15,6 +15,12 @@ start date", "may start with 1"), "Can I run it?" on 5 ("runs of spaces"), "Whic
 the question then the code scored asked_before_coding 1.0 and no guessed_immediately, where "Can I begin?" drew
 nothing. A verb of the programmer's own next move right after "I", "we" or "me", and "one" as a pronoun, name no
 subject; what the verb is said of stays ("Should I start counting from the next business day?").
+
+R4. An alarm's example rollouts were drawn from every scored rollout of a constant group, those where the component
+had no value (None, NaN) included: a component constant at 0.5 in the rollouts that have it alarmed with three
+examples reading "format = n/a, like every rollout of its group", and a bonus never earned showed as its "closest
+misses" the rollouts with the best total where the bonus was never judged (None). Examples are now drawn from the
+rollouts the verdict was judged on; a rollout without a total ranks after every total.
 """
 
 from __future__ import annotations
@@ -162,3 +168,31 @@ def test_reading_leave_to_go_on_stays_linear(unit):
         return operations(lambda: questions._subject_words(text), [questions])
 
     assert_linear(f"_subject_words({unit!r} * n)", at)
+
+
+# -- R4: an alarm's examples are rollouts the verdict was judged on -----------------------------------------
+
+
+def _half_none(value, none_total):
+    """Four groups of four: ``format`` is ``value`` in odd rollouts, None in even ones (their total ``none_total``)."""
+    out = records(0, groups=4, dead=("format",))
+    for record in out:
+        if int(record["rollout_id"][-1]) % 2 == 0:
+            record["components"]["format"], record["aggregate"] = None, none_total
+        else:
+            record["components"]["format"] = value
+    return out
+
+
+def test_a_constant_components_examples_show_its_value_not_its_gaps():
+    (alarm,) = [a for a in monitor_records(_half_none(0.5, 2.0), TH).alarms if a.component == "format"]
+    assert alarm.kind == "dead_component" and len(alarm.examples) == 3
+    assert all("format = 0.5" in example["reason"] for example in alarm.examples), alarm.examples
+    assert all(int(example["rollout_id"][-1]) % 2 == 1 for example in alarm.examples)
+
+
+@pytest.mark.parametrize("none_total", [5.0, None, float("nan")])
+def test_a_never_earned_bonus_shows_misses_where_it_was_judged(none_total):
+    (alarm,) = [a for a in monitor_records(_half_none(0.0, none_total), TH).alarms if a.component == "format"]
+    assert alarm.cause == "constant_at_minimum" and alarm.examples
+    assert all(int(example["rollout_id"][-1]) % 2 == 1 for example in alarm.examples), alarm.examples
