@@ -74,6 +74,10 @@ def tagged_spans(text: str, tag: str) -> TagScan:
     return TagScan(text, tuple(spans), unclosed, stray)
 
 
+#: Digits grouped by thousands separators, as a whole number's digits: "1,234,567", or the Indian "1,00,000" (not "2,5"
+#: or "41,42"). The gsm8k reward's grouping rule and the tool_call answer's.
+GROUPED_DIGITS = re.compile(r"\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3}")
+
 #: What may wrap a whole tag's content without being part of it: Markdown emphasis and code marks, quotes.
 _WRAPPING = "*_`\"'\u201c\u201d\u2018\u2019"
 # Full-width forms (what a CJK input method types: ``７``, ``ｃｒａｎｅ``) as the ASCII they stand for. Not NFKC: it

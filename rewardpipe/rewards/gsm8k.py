@@ -28,6 +28,7 @@ from typing import Any
 from rewardpipe.components import component
 from rewardpipe.models import ErrorInfo, MetricValue
 from rewardpipe.rewards.base import Reward
+from rewardpipe.tagged import GROUPED_DIGITS
 
 _NUMBER = r"-?\$?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 _STRICT_LAST_LINE = re.compile(rf"^####\s*({_NUMBER})\s*$")
@@ -95,7 +96,7 @@ _AFTER_DIGIT = re.compile(r"\d[^\S\r\n]*\Z")
 _LOOKBACK = 16
 # Commas are thousands separators only where they group digits as such (1,234,567, or the Indian 1,00,000):
 # "#### 2,5" (a decimal comma) was 25 and "#### 41,42" (two answers) 4142. Other commas make no number.
-_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3}")
+_GROUPED = GROUPED_DIGITS
 # Typographic minus signs are minus signs: "#### −42" was read as 42 (the sign is no "-"), so a negative
 # answer scored correct against the positive reference. So are the other dashes typesetting writes a minus or a range
 # with (round twenty-five: "#### –42" with an en dash was 42, "#### 10–20" 10): the hyphens (U+2010, U+2011), figure

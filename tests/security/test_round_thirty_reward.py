@@ -21,6 +21,11 @@ had no value (None, NaN) included: a component constant at 0.5 in the rollouts t
 examples reading "format = n/a, like every rollout of its group", and a bonus never earned showed as its "closest
 misses" the rollouts with the best total where the bonus was never judged (None). Examples are now drawn from the
 rollouts the verdict was judged on; a rollout without a total ranks after every total.
+
+R5. tool_call compared a number as written: ``<answer>12,000</answer>`` (the bundled task asks for "the number
+only", and a model groups its thousands) missed the goal ``12000``, as did ``54,321`` for ``54321``: a right answer
+scored 0 on four of the six bundled answer tasks. An answer that is one number with thousands separators (the gsm8k
+reward's grouping rule, now shared) is read without them; "1,2", "41,42" or "12,000 cents" are compared as before.
 """
 
 from __future__ import annotations
@@ -196,3 +201,56 @@ def test_a_never_earned_bonus_shows_misses_where_it_was_judged(none_total):
     (alarm,) = [a for a in monitor_records(_half_none(0.0, none_total), TH).alarms if a.component == "format"]
     assert alarm.cause == "constant_at_minimum" and alarm.examples
     assert all(int(example["rollout_id"][-1]) % 2 == 1 for example in alarm.examples), alarm.examples
+
+
+# -- R5: a number with grouped thousands is the number ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("task_id", "calls", "answer"),
+    [
+        ("tc-001-balance", [("get_balance", {"account": "checking"})], "<answer>12,000</answer>"),
+        ("tc-001-balance", [("get_balance", {"account": "checking"})], "<answer>**12,000**.</answer>"),
+        (
+            "tc-010-total",
+            [("get_balance", {"account": "checking"}), ("get_balance", {"account": "savings"})],
+            "<answer>54,321</answer>",
+        ),
+    ],
+)
+def test_a_right_number_with_grouped_thousands_reaches_the_goal(task_id, calls, answer):
+    from tests.security.test_round_twentythree_reward import _call, _tool_play, _tool_task
+
+    task = _tool_task(task_id)
+    components = _tool_play(task, [*(_call(name, **arguments) for name, arguments in calls), answer])
+    assert components["goal_reached"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "answer", ["1,200", "12,00", "1,2000", "12,000 cents", "12,000,", "12,000 or 13,000", "1,20,00"]
+)
+def test_commas_that_group_no_number_stay_in_the_answer(answer):
+    from rewardpipe.envs.tool_call.tasks import normalise_answer
+
+    assert normalise_answer(answer) != normalise_answer("12000")
+
+
+def test_a_grouped_expected_answer_reads_as_the_plain_one():
+    from rewardpipe.envs.tool_call.tasks import normalise_answer
+
+    assert normalise_answer("1,234,567") == normalise_answer("1234567") == "1234567"
+    assert normalise_answer("1,2") == "1,2" and normalise_answer("41,42") == "41,42"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unit", [",000", ",00", "1,", ",0"])
+def test_reading_grouped_thousands_stays_linear(unit):
+    import rewardpipe.envs.tool_call.tasks as tasks
+    from tests.security.test_round_four_scorer_text import _build, assert_linear
+    from tests.security.text_cost import operations
+
+    def at(n: int) -> int:
+        text = _build("1", unit, "x", n)
+        return operations(lambda: tasks.normalise_answer(text), [tasks])
+
+    assert_linear(f"normalise_answer(1 + {unit!r} * n)", at)

@@ -9,6 +9,7 @@ rows are never shipped with the code.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
-from rewardpipe.tagged import plain_content
+from rewardpipe.tagged import GROUPED_DIGITS, plain_content
 
 BUNDLED_TASKS = Path(__file__).resolve().parents[2] / "data" / "tool_call_tasks.jsonl"
 
@@ -47,6 +48,10 @@ class ToolCallTask(TaskRow):
         return self
 
 
+# A number written with thousands separators, whole: "12,000", "-1,234.50", "1,00,000" (gsm8k's grouping rule).
+_GROUPED_NUMBER = re.compile(rf"[-+]?(?:{GROUPED_DIGITS.pattern})(?:\.\d+)?")
+
+
 def normalise_answer(text: Any) -> str:
     """How answers are compared: read as :func:`rewardpipe.tagged.plain_content` reads a tag's content (full-width
     forms as ASCII, invisible format characters dropped, Markdown emphasis, code marks and quotes around the whole
@@ -55,4 +60,7 @@ def normalise_answer(text: Any) -> str:
     An honest ``<answer>**7**</answer>`` (a model bolding what it was asked for) or ``<answer>`7`</answer>`` scored
     the goal missed against ``7``; what lies between the marks is compared as before, so nothing wrong is made right.
     """
-    return " ".join(plain_content(str(text)).casefold().split()).rstrip(".").strip()
+    answer = " ".join(plain_content(str(text)).casefold().split()).rstrip(".").strip()
+    # "12,000" is the number 12000 as a model writes it (the task asked for "the number only", and got it): the
+    # grouping commas go when they group the whole answer's digits as thousands, and only then ("1,2" stays).
+    return answer.replace(",", "") if _GROUPED_NUMBER.fullmatch(answer) else answer
