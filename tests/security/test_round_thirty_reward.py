@@ -14,7 +14,9 @@ R3. Asking leave to go on drew a hidden detail: "Can I start?" revealed one on 1
 start date", "may start with 1"), "Can I run it?" on 5 ("runs of spaces"), "Which one?" on 13 ("one hour"), so
 the question then the code scored asked_before_coding 1.0 and no guessed_immediately, where "Can I begin?" drew
 nothing. A verb of the programmer's own next move right after "I", "we" or "me", and "one" as a pronoun, name no
-subject; what the verb is said of stays ("Should I start counting from the next business day?").
+subject; what the verb is said of stays ("Should I start counting from the next business day?"). So do the words
+of how much with no noun ("Is that the whole thing?" told "the last whole word" on 7 tasks; "Is that the full
+task?" "full stops"), as round twenty made "Above?" and "Least?" ask nothing.
 
 R4. An alarm's example rollouts were drawn from every scored rollout of a constant group, those where the component
 had no value (None, NaN) included: a component constant at 0.5 in the rollouts that have it alarmed with three
@@ -102,6 +104,11 @@ LEAVE_TO_GO_ON = [
     "Let me write it now?",
     "Should I just start coding?",
     "OK, which one then?",
+    "Is that the whole thing?",
+    "Whole?",
+    "Is that the full task?",
+    "Is the task complete?",
+    "Is that the entire request?",
 ]
 
 
@@ -151,6 +158,8 @@ def test_leave_to_go_on_then_the_code_scores_as_a_guess(question, task_id):
         ("What about runs of spaces?", "abc-002-slugify-title"),
         ("Is one hour written as 1:00:00?", "abc-001-format-duration"),
         ("Should I test for negative durations?", "abc-001-format-duration"),
+        ("Is the total rounded to the nearest whole second?", "abc-017-parse-duration"),
+        ("Are full stops part of a word?", "abc-005-top-words"),
     ],
 )
 def test_what_the_move_is_said_of_is_still_asked(question, task_id):

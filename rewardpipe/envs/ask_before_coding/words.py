@@ -558,6 +558,17 @@ _QUALIFIER_WORDS = [
     "less",
     "fewer",
     "least",
+    # round thirty: words of how much, with no noun ("Is that the whole thing?" told "the last whole word" on 7 tasks,
+    # "Is that the full task?" "full stops"); what they measure stays ("Whole seconds?", "Are full stops words?")
+    "whole",
+    "full",
+    "entire",
+    "complete",
+    # and the conversation's own nouns, which name what was asked, not what it asks for ("Is that the entire
+    # request?" told "the requested size"); "What is the requested size?" still asks about the size
+    "request",
+    "task",
+    "prompt",
 ]
 _IRREGULAR_FORMS = """
     gave given got gotten getting made kept wrote written told knew known lets letting
