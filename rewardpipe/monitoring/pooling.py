@@ -247,6 +247,19 @@ def _say_pending(
     groups of 2+ scored rollouts; otherwise the target has a value in too few of its groups' rollouts."""
     groups = pooled.eligible_groups if pooled is not None else stats.eligible_groups
     rollout_groups = int((acc.rollout_counts() >= 2).sum())
+    if not rollout_groups and acc.group_count >= th.min_groups:
+        # Not a small step: many groups, none with two scored rollouts. Pooling such steps never gives a verdict,
+        # and "pooling small steps: 0 of 4 groups" hid why (a group id per rollout, one rollout per prompt).
+        why = (
+            f"{acc.errors} of its {acc.records} records are errors, left out (see the error rate)"
+            if acc.errors
+            else "does each rollout get a group id of its own, or is the number of rollouts per prompt 1?"
+        )
+        stats.message = (
+            f"{stats.message}; not a small step: each of its {acc.group_count} groups holds at most one scored "
+            f"rollout, so GRPO compares nothing in them and no pool of such steps reaches a verdict; {why}"
+        )
+        return
     if rollout_groups < th.min_groups:
         stats.message = (
             f"{stats.message}; pooling small steps: {groups} of {th.min_groups} groups so far over {_span(steps)}"

@@ -10,6 +10,10 @@ R2. The dead alarm of a pooled verdict counted pooled verdicts as steps: with ``
 as two pools raised "(dead for 2 consecutive steps)" and ``consecutive_dead_steps: 2``, where four steps were
 dead. A streak of pooled verdicts is now said as the verdicts it is, over the steps they span.
 
+R2b. A step of many groups holding one scored rollout each (a group id per rollout, one rollout per prompt, or every
+group cut to one by errors) said "pooling small steps: 0 of 4 groups so far over steps 0-2" for ever: it is no
+small step, and no pool of such steps reaches a verdict. The message now says what it is, and why it may be so.
+
 R3. Asking leave to go on drew a hidden detail: "Can I start?" revealed one on 11 of the 46 bundled tasks ("the
 start date", "may start with 1"), "Can I run it?" on 5 ("runs of spaces"), "Which one?" on 13 ("one hour"), so
 the question then the code scored asked_before_coding 1.0 and no guessed_immediately, where "Can I begin?" drew
@@ -91,6 +95,29 @@ def test_a_streak_of_steps_judged_alone_is_said_as_before():
     (raised,) = _alarms([(step, True) for step in range(3)], th)
     assert raised.step == 1 and "(dead for 2 consecutive steps)" in raised.message
     assert raised.figures["consecutive_dead_steps"] == 2 and "consecutive_dead_verdicts" not in raised.figures
+
+
+@pytest.mark.parametrize("errors", [False, True])
+def test_groups_of_one_scored_rollout_are_not_called_small_steps(errors):
+    history, state = StepHistory(), None
+    for step in range(3):
+        out = records(step, groups=16, size=2 if errors else 1)
+        if errors:
+            for record in out[1::2]:
+                record.update(status="error", error={"kind": "sandbox_error", "message": "x"})
+        result = monitor_records(out, TH, state, history)
+        state = result.state
+        stats = result.steps[0].components["format"]
+        assert stats.verdict == "insufficient_data"
+        assert "pooling small steps" not in stats.message
+        assert "each of its 16 groups holds at most one scored rollout" in stats.message
+        assert ("16 of its 32 records are errors" in stats.message) == errors
+        assert ("a group id of its own" in stats.message) != errors
+
+
+def test_a_small_step_of_full_groups_still_says_it_pools():
+    result = monitor_records(records(0, groups=2, size=4), TH)
+    assert "pooling small steps: 2 of 4 groups so far" in result.steps[0].components["format"].message
 
 
 # -- R3: asking leave to go on asks nothing ------------------------------------------------------------------
