@@ -174,14 +174,16 @@ class Pooling:
         self.pooled: dict[str, list[int]] = {}  # target name -> the steps its verdict was judged over
 
     def annotate(self, alarm: Alarm) -> None:
-        """Say in an alarm raised from a pooled verdict which steps it was judged over. A recovery too: its figures
-        are the pool's (groups of several steps), and without this it read as the step's own."""
+        """Say in an alarm raised from a pooled verdict which steps it was judged over, in its figures and its
+        message. Every kind: a recovery's or a dying warning's figures are the pool's (groups of several steps), and
+        their messages, written apart from the verdict's, read as the step's own without this."""
         steps = self.pooled.get(alarm.component)
         if not steps or "pooled_steps" in alarm.figures:
             return
         alarm.figures["pooled_steps"] = list(steps)
-        if alarm.kind == "recovered" and "pooled over" not in alarm.message:
-            alarm.message += f" {pooled_note(steps, self.min_groups)}"
+        note = pooled_note(steps, self.min_groups)
+        if note not in alarm.message:
+            alarm.message += f" {note}"
 
 
 def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Thresholds, history: StepHistory) -> Pooling:

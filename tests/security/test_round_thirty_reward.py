@@ -72,6 +72,21 @@ def test_a_recovery_judged_over_pooled_steps_says_so():
     assert "pooled over steps 2\u20133" in recovered.message
 
 
+@pytest.mark.parametrize("kind", ["dying_component", "recovered", "dead_component"])
+def test_every_alarm_of_a_pooled_verdict_says_so_once(kind):
+    from rewardpipe.monitoring.alarms import Alarm
+    from rewardpipe.monitoring.pooling import Pooling, pooled_note
+    from rewardpipe.monitoring.statistics import StepAcc
+
+    pooling = Pooling(StepAcc(), 4)
+    pooling.pooled["format"] = [2, 3]
+    note = pooled_note([2, 3], 4)
+    message = "format is dying" + (f" {note}" if kind == "dead_component" else "")
+    alarm = Alarm(kind=kind, component="format", step=3, cause="x", message=message)
+    pooling.annotate(alarm)
+    assert alarm.figures["pooled_steps"] == [2, 3] and alarm.message.count(note) == 1
+
+
 def test_a_recovery_judged_on_its_own_step_says_nothing_of_pools():
     big = TH.model_copy(update={"min_groups": 2})
     _raised, recovered = _alarms([(0, True), (1, False)], big)
