@@ -256,8 +256,21 @@ def step_id(sample_id: str, turn: int) -> str:
 def generate_request(sample_id: str, messages: list[dict[str, Any]]) -> GenerateRequest:
     """The generate request of the next policy turn; the turn index is the number of assistant turns so far."""
     turn = sum(1 for m in messages if m.get("role") in ("assistant", "nova_assistant"))
-    clean = [{"role": m.get("role"), "content": m.get("content", "")} for m in messages]
-    return GenerateRequest(sample_id=sample_id, step_id=step_id(sample_id, turn), messages=clean)
+    return GenerateRequest(sample_id=sample_id, step_id=step_id(sample_id, turn), messages=[_wire(m) for m in messages])
+
+
+#: What a message keeps on its way to Nova, past its role and content: an assistant's ``tool_calls``, a tool
+#: message's ``tool_call_id`` and ``name`` (rewardpipe.models.Message's optional fields), where they are set.
+_TOOL_FIELDS = ("tool_calls", "tool_call_id", "name")
+
+
+def _wire(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` as a generate request carries it: role and content, and those of the tool fields it has (a
+    tool-calling turn without its calls, or a tool answer without the call it answers, is a conversation the
+    policy cannot follow); anything else (a field of the bookkeeping) stays out."""
+    wire = {"role": message.get("role"), "content": message.get("content", "")}
+    wire.update({name: message[name] for name in _TOOL_FIELDS if message.get(name) is not None})
+    return wire
 
 
 def reward_bounds(reward: Reward) -> tuple[float, float]:
@@ -298,22 +311,42 @@ def report_envelope(
     return envelope
 
 
+def _finite_number(value: Any) -> bool:
+    """A real, finite number (a bool, a string or an object is none: the state machine's output is read as
+    JSON, where a broken scorer or a hand-written output can put anything, an integer past a float too)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def rollout_result(
     sample_id: str,
     target: tuple[float, float],
     reward: Reward,
     config: BridgeConfig,
     *,
-    aggregate: float | None,
+    aggregate: Any,
     components: dict[str, float | None],
     metrics: dict[str, Any] | None = None,
     error: ErrorInfo | None = None,
     stop_reason: str = "end_of_conversation",
 ) -> tuple[RolloutResponse | None, dict[str, Any]]:
-    """(rollout response to send, or None under ``fail_batch``; the report envelope)."""
+    """(rollout response to send, or None under ``fail_batch``; the report envelope). The aggregate, components
+    and metrics come from the rollout's output (JSON): any that is no finite number (a string, an integer past a
+    float) is an error answer for the aggregate, and left out of the envelope for a component or a metric."""
     bounds = reward_bounds(reward)
-    if error is None and (aggregate is None or not math.isfinite(aggregate)):
-        error = ErrorInfo(kind="non_finite_score", message="the rollout has no finite aggregate")
+    components = {name: float(value) if _finite_number(value) else None for name, value in components.items()}
+    metrics = {
+        name: value for name, value in (metrics or {}).items() if isinstance(value, bool) or _finite_number(value)
+    }
+    if error is None and not _finite_number(aggregate):
+        error = ErrorInfo(
+            kind="non_finite_score",
+            message=f"the rollout has no finite aggregate (got {type(aggregate).__name__} {str(aggregate)[:40]!r})",
+        )
     if error is None:
         score = map_into_range(float(aggregate), bounds, target, config.range_mapping)  # type: ignore[arg-type]
     else:
