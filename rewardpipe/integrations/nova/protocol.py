@@ -338,7 +338,7 @@ def rollout_result(
     and metrics come from the rollout's output (JSON): any that is no finite number (a string, an integer past a
     float) is an error answer for the aggregate, and left out of the envelope for a component or a metric."""
     bounds = reward_bounds(reward)
-    components = {name: float(value) if _finite_number(value) else None for name, value in components.items()}
+    components = {name: float(value) if _finite_number(value) else None for name, value in components.items()}  # type: ignore[arg-type]
     metrics = {
         name: value for name, value in (metrics or {}).items() if isinstance(value, bool) or _finite_number(value)
     }
@@ -348,7 +348,7 @@ def rollout_result(
             message=f"the rollout has no finite aggregate (got {type(aggregate).__name__} {str(aggregate)[:40]!r})",
         )
     if error is None:
-        score = map_into_range(float(aggregate), bounds, target, config.range_mapping)  # type: ignore[arg-type]
+        score = map_into_range(float(aggregate), bounds, target, config.range_mapping)
     else:
         fallback = error_score(config, target, bounds)
         envelope = report_envelope(
