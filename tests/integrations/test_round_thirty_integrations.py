@@ -66,3 +66,81 @@ class TestNovaRolloutResultReadsAnyOutput:
         assert "format" not in names and names["answer_correct"] == 1.0
         assert "turns" not in names and names["tokens"] == 12 and "note" not in names
         assert math.isclose(response.rewards["aggregate_score"], 1.0)
+
+
+class TestOverlappingSweepsAnswerOnce:
+    """The sweeper runs every minute and may run up to its function's timeout, so two sweeps can overlap. Both
+    read a rollout past its budget as unanswered, and both wrote its timeout record and sent its answer (a FIFO
+    queue drops a copy for 5 minutes only; a standard one not at all). An answer now first claims the rollout with
+    a conditional create on S3 (``nova/answers/``): one sweep answers, the other finds it claimed."""
+
+    def test_two_concurrent_sweeps_against_moto(self):
+        import threading
+
+        import boto3
+        from moto import mock_aws
+
+        from rewardpipe.integrations.nova.bridge import Bridge, Queues
+        from rewardpipe.store import S3Store
+        from tests.integrations.nova.test_nova_contract import REWARD as NOVA_REWARD
+        from tests.integrations.nova.test_nova_contract import FakeSfn
+
+        both_read = threading.Barrier(2, timeout=30)
+
+        class Overlapping(FakeSfn):
+            def describe_execution(self, **kwargs):
+                both_read.wait()  # each sweep has read the rollout unanswered and stopped its execution
+                return super().describe_execution(**kwargs)
+
+        class Counted:
+            def __init__(self, client):
+                self.client, self.sends = client, []
+
+            def send_message(self, **kwargs):
+                self.sends.append(kwargs)
+                return self.client.send_message(**kwargs)
+
+        with mock_aws():
+            s3 = boto3.client("s3", region_name="us-east-1")
+            s3.create_bucket(Bucket="nova-sweeps")
+            s3.put_bucket_versioning(Bucket="nova-sweeps", VersioningConfiguration={"Status": "Enabled"})
+            raw_sqs = boto3.client("sqs", region_name="us-east-1")
+            url = raw_sqs.create_queue(QueueName="resp.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+            sqs, sfn, clock = Counted(raw_sqs), Overlapping(), {"now": 1_000_000.0}
+            store = S3Store("nova-sweeps", client=s3)
+
+            def bridge():
+                return Bridge(
+                    BridgeConfig(rollout_budget_s=480.0),
+                    NOVA_REWARD,
+                    store,
+                    sqs,
+                    sfn,
+                    Queues(url, "gen.fifo", rollout_request="req.fifo"),
+                    state_machine_arn="arn:aws:states:us-east-1:1:stateMachine:m",
+                    clock=lambda: clock["now"],
+                )
+
+            first, second = bridge(), bridge()
+            first.intake({"version": "v0", "timestamp": clock["now"], "sample_id": "s-000_0", "data": {"task_id": "t"}})
+            clock["now"] += 600
+            results: list = []
+            threads = [threading.Thread(target=lambda b=b: results.append(b.sweep())) for b in (first, second)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+            statuses = sorted(answer["status"] for out in results for answer in out["answered"])
+            assert statuses == ["already_answered", "answered"]
+            assert len(sqs.sends) == 1  # answered once
+            records = [k for k in store.list_keys("runs/") if "/state/" not in k]
+            (record,) = records
+            versions = s3.list_object_versions(Bucket="nova-sweeps", Prefix=store._full(record))["Versions"]
+            assert len(versions) == 1  # timed out once: one timeout record, written once
+            assert store.get_json(record)["error"]["kind"] == "timeout"
+            # the next sweep finds nothing in flight, and the responder's own answer of the ABORTED end is a no-op
+            assert first.sweep() == {"answered": [], "in_flight": 0, "oldest_unanswered_s": 0.0}
+            (request,) = store.list_keys("nova/requests/")
+            execution = store.get_json(request)["execution"]
+            assert second.respond(execution, "ABORTED", None)["status"] == "already_answered"
+            assert len(sqs.sends) == 1

@@ -16,10 +16,11 @@ them): ``nova/requests/<execution>.json`` per rollout request (sample, range, de
 training round a request belongs to), ``nova/due/<minute>/<start ms>-<execution>.json`` per unanswered
 request (filed under the minute its budget runs out; deleted when it is answered, so the sweeper lists only
 rollouts in flight), ``nova/inbox/`` (a request too large for its queue, parked by the proxy) and
-``nova/reports/<execution>.json`` (the report envelope). A request rejected at intake has no execution;
-it is filed under the name its execution would have had (or, when it does not even parse, under
-``rejected-<digest of the message>``), with its envelope and an error record like any other answer, so
-a redelivered copy is recognised and not answered twice.
+``nova/reports/<execution>.json`` (the report envelope) and ``nova/answers/<execution>.json`` (the claim of
+the answer: a conditional create, so one attempt of two answering a rollout at once answers it). A request
+rejected at intake has no execution; it is filed under the name its execution would have had (or, when it
+does not even parse, under ``rejected-<digest of the message>``), with its envelope and an error record like
+any other answer, so a redelivered copy is recognised and not answered twice.
 The conversation itself is read from the workflow's state snapshot; a turn larger than the Step
 Functions budget is handed back through the turn's ``reply_key`` object.
 """
@@ -59,6 +60,11 @@ logger = logging.getLogger("rewardpipe.nova")
 PREFIX = "nova/"
 # SQS's documented maximum message size; a generate request above it cannot be sent to Nova.
 MAX_SQS_MESSAGE_BYTES = 256 * 1024
+# How long an answer's claim (nova/answers/) is its claimer's alone: a claim older than this whose rollout is still
+# unanswered belongs to an invocation that died between claiming and sending (a Lambda cut off at its timeout), and
+# the next answer attempt sends the claimed response itself. An answer takes seconds from claim to send; past this,
+# a copy sent while the claimer still runs carries the same deduplication id, which the FIFO queue drops for 5 min.
+CLAIM_GRACE_S = 60.0
 # The turn channel of the bridge's rollouts: their turn requests go to the bridge's own queue, never to the
 # trainers' (rewardpipe.aws.rollout.PolicySpec.channel; the stack maps it to the queue's URL).
 TURN_CHANNEL = "nova"
@@ -395,9 +401,10 @@ class Bridge:
             output = self.sfn.describe_execution(executionArn=arn).get("output")
         return self.respond(name, status, output)
 
-    def respond(self, execution_name_: str, status: str, output: Any) -> dict[str, Any]:
+    def respond(self, execution_name_: str, status: str, output: Any, *, own_record: bool = False) -> dict[str, Any]:
         """An execution ended (SUCCEEDED with the rollout's output, or FAILED / TIMED_OUT / ABORTED):
-        send its rollout response once."""
+        send its rollout response once. ``own_record``: the bridge writes the error record of its answer (the
+        sweeper's timeout), if this answer is the one that claims the rollout."""
         entry = self._request(execution_name_) if _is_execution_name(execution_name_) else None
         if entry is None:
             return {"status": "not_a_nova_rollout"}
@@ -425,14 +432,28 @@ class Bridge:
                 "rollout_error",
             )
             error = ErrorInfo(kind=kind, message=f"rollout ended with an error record ({data.get('record_key')})")
+        elif own_record:
+            error = ErrorInfo(kind="timeout", message="rollout exceeded its budget (bridge sweeper)")
         else:
             error = ErrorInfo(
                 kind="timeout" if status in ("TIMED_OUT", "ABORTED") else "orchestration_error",
                 message=f"execution {execution_name_} ended {status}",
             )
-        return self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error)
+        return self._answer(
+            entry, request, aggregate=None, components={}, metrics={}, error=error, own_record=own_record
+        )
 
-    def _answer(self, entry: dict[str, Any], request: RolloutRequest, *, aggregate, components, metrics, error):
+    def _answer(
+        self,
+        entry: dict[str, Any],
+        request: RolloutRequest,
+        *,
+        aggregate,
+        components,
+        metrics,
+        error,
+        own_record: bool = False,
+    ):
         response, envelope = rollout_result(
             request.sample_id,
             request.rewards.range,
@@ -443,27 +464,80 @@ class Bridge:
             metrics=metrics,
             error=error,
         )
-        if response is None:
+        body = response.model_dump(mode="json") if response is not None else None
+        claim = self._claim(entry, body, envelope)
+        if claim is not None:  # another answer holds the rollout: its decision stands, nothing is written twice
+            if claim.get("stale"):  # ... but its claimer died before it finished: finish it with its response
+                body, envelope, own_record = claim.get("response"), claim.get("envelope", envelope), False
+            else:
+                return {"status": "already_answered"}
+        # Sent before the rollout is marked answered: a record write or a send that fails (throttled, a 5xx past
+        # botocore's retries) releases the claim and fails this invocation, whose retry (the event again, the next
+        # sweep, the request redelivered) must still find the rollout unanswered and send it. A send repeated
+        # because the mark below failed has the same deduplication id, so the FIFO queue takes it once.
+        try:
+            if own_record and error is not None:
+                self._write_error_record(entry, error)
+            if body is not None:
+                self._send(
+                    self.queues.rollout_response,
+                    body,
+                    entry.get("group", request.sample_id),
+                    entry.get("_key", request.sample_id),
+                )
+        except BaseException:
+            if "_key" in entry:
+                self._delete(self._claim_key(entry["_key"]))
+            raise
+        if body is None:
             logger.error("error_reward=fail_batch: not answering %s (%s)", request.sample_id, error)
             out = {"status": "unanswered", "envelope": envelope}
         else:
-            # Sent before the rollout is marked answered: a send that fails (throttled, a 5xx past botocore's
-            # retries) fails this invocation, whose retry (the event again, the next sweep, the request
-            # redelivered) must still find the rollout unanswered and send it. A send repeated because the mark
-            # below failed has the same deduplication id, so the FIFO queue takes it once.
-            self._send(
-                self.queues.rollout_response,
-                response.model_dump(mode="json"),
-                entry.get("group", request.sample_id),
-                entry.get("_key", request.sample_id),
-            )
-            out = {"status": "answered", "response": response.model_dump(mode="json"), "envelope": envelope}
+            out = {"status": "answered", "response": body, "envelope": envelope}
         if "_key" in entry:
             self.store.put_json(entry["_key"], {k: v for k, v in {**entry, "answered": True}.items() if k != "_key"})
             self.store.put_json(entry["_key"].replace("/requests/", "/reports/"), envelope)
         if "deadline" in entry:  # answered: no longer in flight (what the sweeper lists and the alarm measures)
             self._delete(self._due_key(entry, entry["execution"]))
         return out
+
+    @staticmethod
+    def _claim_key(request_path: str) -> str:
+        return request_path.replace("/requests/", "/answers/")
+
+    def _claim(self, entry: dict[str, Any], body: Any, envelope: dict[str, Any]) -> dict[str, Any] | None:
+        """Claim the rollout's answer: None when this attempt holds it now (it writes the record, sends and marks);
+        else the claim another attempt holds (``stale`` when that attempt must have died: older than
+        :data:`CLAIM_GRACE_S` with the rollout still unanswered). On S3 the claim is a conditional create
+        (``If-None-Match: *``), so of two sweeps, or a sweep and the responder, answering one rollout at once
+        exactly one decides; elsewhere it is read, then written."""
+        if "_key" not in entry:
+            return None
+        key = self._claim_key(entry["_key"])
+        claim = {"response": body, "envelope": envelope, "claimed_at": self.clock()}
+        client, bucket = getattr(self.store, "client", None), getattr(self.store, "bucket", None)
+        if client is not None and bucket:
+            try:
+                client.put_object(
+                    Bucket=bucket,
+                    Key=self.store._full(key),
+                    Body=json.dumps(claim, allow_nan=False).encode("utf-8"),
+                    ContentType="application/json",
+                    IfNoneMatch="*",
+                )
+                return None
+            except Exception as exc:
+                if _error_code(exc) not in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                    raise
+        elif self.store.get_json(key, default=None) is None:
+            self.store.put_json(key, claim)
+            return None
+        held = self.store.get_json(key, default=None)
+        if held is None:  # released meanwhile (its send failed): claim it again
+            return self._claim(entry, body, envelope)
+        current = self.store.get_json(entry["_key"], default={}) or {}
+        age = self.clock() - float(held.get("claimed_at", 0.0))
+        return {**held, "stale": not current.get("answered") and age > CLAIM_GRACE_S}
 
     def _reject(self, request: RolloutRequest, name: str, step: int, error: ErrorInfo) -> dict[str, Any]:
         """Answer a request that starts no rollout, keeping what every answer keeps: the request entry
@@ -567,10 +641,9 @@ class Bridge:
                 raise
         if status == "SUCCEEDED":
             return self.respond(entry["execution"], status, output)
-        self._write_error_record(
-            entry, ErrorInfo(kind="timeout", message="rollout exceeded its budget (bridge sweeper)")
-        )
-        return self.respond(entry["execution"], "TIMED_OUT", None)
+        # The timeout record is written by whichever answer claims the rollout (_answer), so a sweep that overlaps
+        # another, or the responder answering the execution's own end, never times out a rollout answered already.
+        return self.respond(entry["execution"], "TIMED_OUT", None, own_record=True)
 
     def _write_error_record(self, entry: dict[str, Any], error: ErrorInfo) -> None:
         """The error record of an answer the bridge gave itself, written like every record on AWS: only if no

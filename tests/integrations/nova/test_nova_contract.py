@@ -624,6 +624,7 @@ def test_a_status_change_event_without_its_output_is_answered_with_the_execution
     assert metrics["reward_error"] == 0 and metrics["raw_aggregate"] == pytest.approx(1.6)
     # Before: the event's missing output answered the scored rollout as an error.
     bridge.store.put_json(f"nova/requests/{entry['execution']}.json", entry)
+    bridge.store.objects.pop(f"nova/answers/{entry['execution']}.json")  # and its answer unclaimed
     assert bridge.respond(entry["execution"], "SUCCEEDED", None)["response"]["stop_reason"] == "error"
 
 
