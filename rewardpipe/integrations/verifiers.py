@@ -20,8 +20,15 @@ verifiers' pydantic message objects; both are read.
   simulator already revealed is read off the conversation (verifiers keeps no simulator state).
 
 verifiers turns a reward-function exception into 0.0; here a component that raised (``component_raised``) or
-could not compute makes the sample ``float("nan")`` in every function instead, so the failure is visible in
-the rollout metrics, not a zero.
+could not compute makes the sample ``float("nan")`` in every function instead, never a zero. A NaN reward would
+make the whole group's advantages NaN (verifiers 0.2.1's ``Rubric.score_group`` subtracts the group's plain mean,
+and GRPO trainers take a plain mean and standard deviation per group), so :func:`rubric`, which sees the group,
+settles such a sample (:func:`settle_group`): its reward becomes the mean of its group's scored samples (its
+advantage 0, the others' as if it were absent), its component metrics the scored samples' means, and its
+``reward_error`` metric 1 (0 for every scored sample). A group with no scored sample gets each component's
+mid-range for all (advantages 0). A rollout scored alone (``Rubric.score_rollout``, verifiers' independent scoring)
+has no group to take a value from and stays NaN, flagged ``reward_error`` 1; so do the functions of
+:func:`rubric_functions` in a rubric of your own.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from rewardpipe.rewards import Reward, get_reward
 from rewardpipe.single_turn import score_samples
 
 __all__ = [
+    "REWARD_ERROR",
     "SampleScorer",
     "VerifiersEnvironment",
     "VfState",
@@ -45,8 +53,12 @@ __all__ = [
     "from_verifiers",
     "rubric",
     "rubric_functions",
+    "settle_group",
     "simulator_env_response",
 ]
+
+#: The metric :func:`rubric` adds to every rollout: 1.0 when its sample could not be scored, else 0.0.
+REWARD_ERROR = "reward_error"
 
 
 def _message(value: Any) -> dict[str, Any] | None:
@@ -181,11 +193,93 @@ def rubric_functions(
 
 
 def rubric(reward: str | Reward = "gsm8k", weights: Mapping[str, float] | None = None, **rubric_kwargs: Any) -> Any:
-    """``vf.Rubric`` of the reward's components (needs the ``verifiers`` package)."""
-    import verifiers as vf  # optional dependency
+    """``vf.Rubric`` of the reward's components (needs the ``verifiers`` package). Its ``score_group`` settles a
+    sample that could not be scored from its group (:func:`settle_group`), so one failure never makes the
+    group's advantages NaN; every rollout gets a ``reward_error`` metric."""
+    resolved = get_reward(reward, weights)
+    funcs, w = rubric_functions(resolved)
+    middles = {c.name: (c.value_range[0] + c.value_range[1]) / 2.0 for c in resolved.components}
+    return _rubric_class()(funcs=funcs, weights=w, rewardpipe_middles=middles, **rubric_kwargs)
 
-    funcs, w = rubric_functions(reward, weights)
-    return vf.Rubric(funcs=funcs, weights=w, **rubric_kwargs)
+
+_RUBRIC_CLASS: Any = None
+
+
+def _rubric_class() -> Any:
+    """The ``vf.Rubric`` subclass :func:`rubric` builds, made once verifiers is importable."""
+    global _RUBRIC_CLASS
+    if _RUBRIC_CLASS is None:
+        import verifiers as vf  # optional dependency
+
+        class RewardpipeRubric(vf.Rubric):
+            """A ``vf.Rubric`` whose unscorable samples never poison their group (:func:`settle_group`)."""
+
+            def __init__(self, *args: Any, rewardpipe_middles: Mapping[str, float], **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                self.rewardpipe_middles = dict(rewardpipe_middles)
+
+            async def score_rollout(self, state: Any) -> None:
+                await super().score_rollout(state)
+                metrics = state.get("metrics") or {}
+                failed = any(_nan(metrics.get(name)) for name in self.rewardpipe_middles)
+                state["metrics"] = {**metrics, REWARD_ERROR: 1.0 if failed else 0.0}
+
+            async def score_group(self, states: list[Any]) -> None:
+                unset = [
+                    [
+                        (step.get("advantage") is None, step.get("reward") is None)
+                        for step in state.get("trajectory") or []
+                    ]
+                    for state in states
+                ]
+                await super().score_group(states)
+                weights = dict(zip((getattr(f, "__name__", "") for f in self.funcs), self.weights, strict=False))
+                if settle_group(states, self.rewardpipe_middles, weights):
+                    for state, steps in zip(states, unset, strict=True):
+                        for step, (advantage, step_reward) in zip(state.get("trajectory") or [], steps, strict=False):
+                            if advantage:
+                                step["advantage"] = state["advantage"]
+                            if step_reward:
+                                step["reward"] = state["reward"]
+
+        _RUBRIC_CLASS = RewardpipeRubric
+    return _RUBRIC_CLASS
+
+
+def _nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def settle_group(states: list[Any], middles: Mapping[str, float], weights: Mapping[str, float]) -> bool:
+    """Settle the samples of one group (verifiers states, after scoring) that could not be scored: a component
+    metric NaN. Each gets the mean reward of the group's scored samples (so its advantage is 0 and theirs are what
+    they would be without it) and, as component metrics, the scored samples' means; with no scored sample in the
+    group, every component's mid-range (``middles``) and the reward they weigh to (``weights``: every rubric
+    function's weight by name). Every state gets ``reward_error`` (1.0 for a settled one) and the advantages are
+    taken again from the settled rewards (reward minus the group's mean, as ``score_group`` takes them). Returns
+    whether any sample was settled (nothing else changes when none was)."""
+    failed = [any(_nan((state.get("metrics") or {}).get(name)) for name in middles) for state in states]
+    for state, bad in zip(states, failed, strict=True):
+        state["metrics"] = {**(state.get("metrics") or {}), REWARD_ERROR: 1.0 if bad else 0.0}
+    if not any(failed):
+        return False
+    scored = [state for state, bad in zip(states, failed, strict=True) if not bad]
+    for state, bad in zip(states, failed, strict=True):
+        if not bad:
+            continue
+        metrics = state["metrics"]
+        for name, middle in middles.items():
+            metrics[name] = sum(s["metrics"][name] for s in scored) / len(scored) if scored else middle
+        if scored:
+            state["reward"] = sum(float(s["reward"]) for s in scored) / len(scored)
+        else:
+            state["reward"] = sum(
+                weight * float(metrics.get(name, 0.0)) for name, weight in weights.items() if name in metrics
+            )
+    mean = sum(float(state["reward"]) for state in states) / len(states)
+    for state in states:
+        state["advantage"] = float(state["reward"]) - mean
+    return True
 
 
 def simulator_env_response(

@@ -144,3 +144,113 @@ class TestOverlappingSweepsAnswerOnce:
             execution = store.get_json(request)["execution"]
             assert second.respond(execution, "ABORTED", None)["status"] == "already_answered"
             assert len(sqs.sends) == 1
+
+
+class _Rubric:
+    """verifiers 0.2.1's ``vf.Rubric`` as far as scoring goes (the default venv has no verifiers; the real one runs
+    in ``make test-verifiers``): each function over the group, its exceptions 0.0, reward = Σ weight × value,
+    advantage = reward − the group's plain mean, set on the trajectory's steps that have none."""
+
+    def __init__(self, funcs=None, weights=None, parser=None):
+        self.funcs, self.weights = list(funcs or []), list(weights or [1.0] * len(funcs or []))
+
+    def _call(self, func, state):
+        try:
+            return float(
+                func(prompt=state["prompt"], completion=state["completion"], answer=state["answer"], state=state)
+            )
+        except Exception:  # noqa: BLE001 - verifiers' own substitution
+            return 0.0
+
+    async def score_rollout(self, state):
+        values = {f.__name__: self._call(f, state) for f in self.funcs}
+        state["reward"] = sum(w * v for w, v in zip(self.weights, values.values(), strict=True))
+        state["metrics"] = values
+
+    async def score_group(self, states):
+        for state in states:
+            await self.score_rollout(state)
+        mean = sum(s["reward"] for s in states) / len(states)
+        for state in states:
+            state["advantage"] = state["reward"] - mean
+            for step in state["trajectory"]:
+                if step["advantage"] is None:
+                    step["advantage"] = state["advantage"]
+                if step["reward"] is None:
+                    step["reward"] = state["reward"]
+
+
+@pytest.fixture
+def fake_verifiers(monkeypatch):
+    import sys
+    import types
+
+    import rewardpipe.integrations.verifiers as adapter
+
+    module = types.ModuleType("verifiers")
+    module.Rubric = _Rubric  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "verifiers", module)
+    monkeypatch.setattr(adapter, "_RUBRIC_CLASS", None, raising=False)
+    return module
+
+
+def _group(completions, answer="12"):
+    return [
+        {
+            "prompt": [{"role": "user", "content": "5 + 7?"}],
+            "completion": [{"role": "assistant", "content": text}],
+            "answer": ans if isinstance(ans, str) else answer,
+            "trajectory": [{"advantage": None, "reward": None}],
+        }
+        for text, ans in completions
+    ]
+
+
+class TestVerifiersGroupNotPoisoned:
+    """An unscorable sample (a component raised, or the reference cannot be read) was NaN in every rubric function,
+    so verifiers' ``score_group`` made every advantage of its group NaN (a plain mean over the group), and the
+    loss with it. :func:`rubric` settles it from its group: the scored samples' mean reward (advantage 0), flagged
+    ``reward_error`` 1, never a 0."""
+
+    def _score(self, states):
+        import asyncio
+
+        from rewardpipe.integrations.verifiers import rubric
+
+        rub = rubric("gsm8k")
+        asyncio.run(rub.score_group(states))
+        return rub
+
+    def test_one_failure_leaves_the_others_advantages_as_without_it(self, fake_verifiers):
+        states = _group([("#### 12", None), ("It is 13", None), ("5 + 7 = 12\n#### 12", None), ("#### 12", "twelve")])
+        rub = self._score(states)
+        assert isinstance(rub, fake_verifiers.Rubric)
+        rewards = [s["reward"] for s in states]
+        assert rewards[:3] == [1.5, 0.0, 1.5] and rewards[3] == pytest.approx(1.0)  # the scored samples' mean
+        assert [s["advantage"] for s in states] == pytest.approx([0.5, -1.0, 0.5, 0.0])
+        assert [s["trajectory"][0]["advantage"] for s in states] == pytest.approx([0.5, -1.0, 0.5, 0.0])
+        assert [s["metrics"]["reward_error"] for s in states] == [0.0, 0.0, 0.0, 1.0]
+        assert states[3]["metrics"]["format"] == pytest.approx(2 / 3)
+        assert all(math.isfinite(v) for s in states for v in s["metrics"].values())
+
+    def test_a_group_with_no_scored_sample_gets_mid_range_and_no_advantage(self, fake_verifiers):
+        states = _group([("#### 12", "twelve"), ("It is 13", "twelve")])
+        self._score(states)
+        assert [s["reward"] for s in states] == [0.75, 0.75]  # 0.5 × 0.5 + 1.0 × 0.5
+        assert [s["advantage"] for s in states] == [0.0, 0.0]
+        assert [s["metrics"]["reward_error"] for s in states] == [1.0, 1.0]
+
+    def test_a_group_without_failures_is_left_as_verifiers_scored_it(self, fake_verifiers):
+        states = _group([("#### 12", None), ("It is 13", None)])
+        self._score(states)
+        assert [(s["reward"], s["advantage"]) for s in states] == [(1.5, 0.75), (0.0, -0.75)]
+        assert [s["metrics"]["reward_error"] for s in states] == [0.0, 0.0]
+
+    def test_a_rollout_scored_alone_stays_nan_and_is_flagged(self, fake_verifiers):
+        import asyncio
+
+        from rewardpipe.integrations.verifiers import rubric
+
+        (state,) = _group([("#### 12", "twelve")])
+        asyncio.run(rubric("gsm8k").score_rollout(state))
+        assert math.isnan(state["reward"]) and state["metrics"]["reward_error"] == 1.0

@@ -104,11 +104,13 @@ def test_a_real_rubric_scores_each_component_and_weights_them_like_rewardpipe():
     rub = rubric("gsm8k")
     assert isinstance(rub, vf.Rubric) and rub.weights == [0.5, 1.0]
     reward, metrics = scored_by(rub, "5 + 7 = 12\n#### 12", "12")
-    assert metrics == {"format": 1.0, "answer_correct": 1.0} and reward == pytest.approx(1.5)
+    assert metrics == {"format": 1.0, "answer_correct": 1.0, "reward_error": 0.0} and reward == pytest.approx(1.5)
     reward, metrics = scored_by(rub, "It is 13", "12")
-    assert metrics == {"format": 0.0, "answer_correct": 0.0} and reward == 0.0
-    # An unreadable reference: every component NaN (an error, visible), never verifiers' substituted 0.0.
+    assert metrics == {"format": 0.0, "answer_correct": 0.0, "reward_error": 0.0} and reward == 0.0
+    # An unreadable reference, scored alone: every component NaN (an error, visible), never verifiers' substituted
+    # 0.0, and flagged.
     reward, metrics = scored_by(rub, "#### 12", "twelve")
+    assert metrics.pop("reward_error") == 1.0
     assert all(math.isnan(v) for v in metrics.values()) and math.isnan(reward)
 
 
@@ -117,11 +119,12 @@ def test_a_users_reward_by_reference_in_a_real_rubric_and_a_raising_component_is
     rub = rubric("acme_rl.json_answer:FLAKY")
     assert rub.weights == [0.5, 1.0, 1.0]
     reward, metrics = scored_by(rub, '{"answer": 12}', "12")
-    assert metrics == {"valid_json": 1.0, "answer_matches": 1.0, "explodes_on_boom": 1.0}
+    assert metrics == {"valid_json": 1.0, "answer_matches": 1.0, "explodes_on_boom": 1.0, "reward_error": 0.0}
     assert reward == pytest.approx(2.5)
     # The component raises on BOOM: verifiers would log it and substitute 0.0; here every function is NaN.
     reward, metrics = scored_by(rub, '{"answer": "BOOM"}', "12")
-    assert set(metrics) == {"valid_json", "answer_matches", "explodes_on_boom"}
+    assert set(metrics) == {"valid_json", "answer_matches", "explodes_on_boom", "reward_error"}
+    assert metrics.pop("reward_error") == 1.0
     assert all(math.isnan(v) for v in metrics.values()) and math.isnan(reward)
 
 
@@ -184,7 +187,11 @@ def test_a_real_group_with_identical_rollouts_runs_each_components_code_once_per
     for out in outputs:
         mine = {k: v for k, v in out["metrics"].items() if k != "num_turns"}  # verifiers' own metric
         by_text.setdefault(out["completion"][-1]["content"], []).append((out["reward"], mine))
-    assert by_text['{"answer": 12}'] == [(2.5, {"counted": 1.0, "short": 1.0, "boom": 1.0})] * 3
-    assert by_text['{"answer": 13}'] == [(1.5, {"counted": 0.0, "short": 1.0, "boom": 1.0})]
+    assert by_text['{"answer": 12}'] == [(2.5, {"counted": 1.0, "short": 1.0, "boom": 1.0, "reward_error": 0.0})] * 3
+    assert by_text['{"answer": 13}'] == [(1.5, {"counted": 0.0, "short": 1.0, "boom": 1.0, "reward_error": 0.0})]
+    # The rollout whose component raised is settled from its group (round thirty): the scored rollouts' mean
+    # reward, so its advantage is 0 and no advantage of the group is NaN; flagged, never a 0.
     ((reward, metrics),) = by_text["BOOM"]
-    assert math.isnan(reward) and all(math.isnan(v) for v in metrics.values())
+    assert reward == pytest.approx(2.25) and metrics["reward_error"] == 1.0
+    assert metrics["counted"] == pytest.approx(0.75) and metrics["short"] == 1.0
+    assert all(math.isfinite(out["reward"]) for out in outputs)  # what a trainer takes the group's advantages from
