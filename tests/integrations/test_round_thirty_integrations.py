@@ -254,3 +254,45 @@ class TestVerifiersGroupNotPoisoned:
         (state,) = _group([("#### 12", "twelve")])
         asyncio.run(rubric("gsm8k").score_rollout(state))
         assert math.isnan(state["reward"]) and state["metrics"]["reward_error"] == 1.0
+
+
+class TestNovaOutputThatIsNoObject:
+    """An execution that succeeded with an output that is no JSON object (text that does not parse, a list)
+    made ``respond`` raise (ValueError, AttributeError): the responder failed, and so did every sweep after the
+    budget, at that rollout, leaving every rollout listed after it unanswered. It is an ``orchestration_error``
+    answer now; and a rollout whose answer fails no longer stops the sweep from answering the others."""
+
+    @pytest.mark.parametrize("output", ["not json", "[1, 2]", "3", '"scored"'])
+    def test_the_responder_and_the_sweeper_answer_it_as_an_error(self, output):
+        from tests.integrations.nova.test_nova_contract import FakeSfn, _bridge, _in_flight
+
+        bridge, clock = _bridge(sfn=FakeSfn(status="SUCCEEDED", output=output))
+        entry = _in_flight(bridge, clock)
+        out = bridge.respond(entry["execution"], "SUCCEEDED", output)
+        assert out["status"] == "answered" and out["response"]["stop_reason"] == "error"
+        flags = {m["name"]: m["value"] for m in out["envelope"]["metrics_list"]}
+        assert flags["error_orchestration_error"] == 1
+        other = _in_flight(bridge, clock, "b-000_0")
+        clock["now"] += 600
+        (answer,) = bridge.sweep()["answered"]
+        assert answer["status"] == "answered" and answer["response"]["sample_id"] == other["sample_id"]
+
+    def test_one_rollout_that_cannot_be_answered_does_not_hold_up_the_others(self):
+        from tests.integrations.nova.test_nova_contract import FakeSfn, _bridge, _client_error, _in_flight
+
+        class OneBroken(FakeSfn):
+            def describe_execution(self, **kwargs):
+                if kwargs["executionArn"].endswith(broken["execution"]):
+                    raise _client_error("InternalServerError")
+                return super().describe_execution(**kwargs)
+
+        bridge, clock = _bridge(sfn=OneBroken())
+        broken = _in_flight(bridge, clock, "a-000_0")  # listed first: its marker sorts first
+        healthy = _in_flight(bridge, clock, "b-000_0")
+        clock["now"] += 600
+        with pytest.raises(Exception, match="InternalServerError"):
+            bridge.sweep()  # the sweep still fails (its errors alarm) ...
+        assert bridge.store.get_json(f"nova/requests/{healthy['execution']}.json")["answered"] is True  # ... but
+        assert bridge.store.get_json(f"nova/requests/{broken['execution']}.json")["answered"] is False
+        (sent,) = bridge.sqs.sent
+        assert healthy["sample_id"] in sent["MessageBody"]

@@ -413,7 +413,14 @@ class Bridge:
                 self._delete(self._due_key(entry, entry["execution"]))
             return {"status": "already_answered"}
         request = RolloutRequest(sample_id=entry["sample_id"], rewards={"range": entry["range"]})
-        data = json.loads(output) if isinstance(output, str) else (output or {})
+        data = _output_object(output)
+        if status == "SUCCEEDED" and data is None:  # an output that is no JSON object: no result to read
+            error = ErrorInfo(
+                kind="orchestration_error",
+                message=f"execution {execution_name_} succeeded with an output that is no JSON object",
+            )
+            return self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error)
+        data = data or {}
         if status == "SUCCEEDED" and data.get("status") == "scored":
             values, metrics = nova_fields(data)  # components and flags apart, whatever their names
             components = {c: values.get(c) for c in self.reward.component_names}
@@ -600,6 +607,7 @@ class Bridge:
         now = self.clock()
         now_minute = int(now // 60)
         answered, ages = [], []
+        failures: list[Exception] = []
         for key in self.store.list_keys(f"{PREFIX}due/"):
             marker = self._parse_due(key)
             if marker is None:
@@ -617,9 +625,21 @@ class Bridge:
                     now - (sent_at if sent_at is not None else entry["deadline"] - self.config.rollout_budget_s)
                 )
                 continue
-            answered.append(self._expire(entry))
+            try:
+                answered.append(self._expire(entry))
+            except Exception as exc:  # this rollout is retried next minute; the others go on
+                logger.exception("sweep: answering %s failed", name)
+                failures.append(exc)
+                ages.append(
+                    now - (sent_at if sent_at is not None else entry["deadline"] - self.config.rollout_budget_s)
+                )
+                continue
             if sent_at is None:
                 self._delete(key)
+        if failures:
+            # Every other rollout past its budget was answered; the sweep still fails (the sweeper's errors alarm),
+            # and the failed ones stay in flight for the next sweep.
+            raise failures[0]
         return {"answered": answered, "in_flight": len(ages), "oldest_unanswered_s": max(ages, default=0.0)}
 
     def _expire(self, entry: dict[str, Any]) -> dict[str, Any]:
@@ -663,6 +683,19 @@ class Bridge:
             aggregate=None,
         )
         put_record_once(self.store, record)
+
+
+def _output_object(output: Any) -> dict[str, Any] | None:
+    """An execution's output as a dict: ``{}`` when it has none, None when it is no JSON object (text that does not
+    parse, a list, a number), which answered nothing before (AttributeError/ValueError out of the responder and of
+    every sweep after the budget)."""
+    if output is None or output == "":
+        return {}
+    try:
+        data = json.loads(output) if isinstance(output, (str, bytes)) else output
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _error_code(exc: BaseException) -> str:
