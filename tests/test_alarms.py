@@ -96,7 +96,7 @@ def test_console_sink_prints_readable_line():
     assert "cause shaping_starves_outcome: asked_before_coding carries 91%" in out
     assert (
         "example r7 (group g2): code ran and failed: 0/5 tests passed: [red]AssertionError[/red] "
-        "runs/exp%2F1/transcripts/step=4/group=g2/r7.json"
+        "transcript_key runs/exp%2F1/transcripts/step=4/group=g2/r7.json"
     ) in out
 
 

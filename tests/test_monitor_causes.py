@@ -271,7 +271,7 @@ def test_hostile_reasons_are_one_printable_bounded_line():
     for example in alarm.examples:
         assert len(example["reason"]) <= REASON_CHARS
         assert all(ch.isprintable() for ch in example["reason"])
-    assert clean("a\nb") == "a?b"
+    assert clean("a\nb\tc") == "a\\x0ab\\x09c"  # visible escapes, as every other output shows them
 
 
 def test_examples_travel_in_json_the_store_and_the_terminal(tmp_path):

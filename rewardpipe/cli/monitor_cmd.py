@@ -422,6 +422,14 @@ def monitor(
         dispatch(result.alarms, [TerminalAlarmSink(out, source.store.location if source.store is not None else None)])
         if not result.alarms:
             out.print("[green]no alarms[/green]")
+        elif source.store is None and any(e.get("transcript_key") for a in result.alarms for e in a.examples):
+            out.print(
+                f"[dim]{markup_safe(path)} is records, not a store: there is no transcript store here. An example's "
+                "transcript_key is relative to the store that wrote them; `rewardpipe show STORE --key KEY` prints "
+                "it from there.[/dim]",
+                highlight=False,
+                soft_wrap=True,
+            )
     for item in result.unreadable:
         note(f"skipped unreadable record {item['key']}: {item['reason']}")
     for failure in failures:

@@ -15,7 +15,8 @@ stores the rollout's transcript) and ``reason``. What is chosen depends on the c
 * error rate: error records with their error kind and message.
 
 Reasons can quote what the model wrote (exception text): they are cut to :data:`REASON_CHARS` characters
-with control characters replaced, so they are safe in a terminal, JSON and an SNS message.
+with control and format characters shown as escapes (``\\x1b``), so they are safe in a terminal, JSON, HTML (the
+report escapes its text) and an SNS message.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import fmt
 from rewardpipe.monitoring.statistics import SampledRollout, StepAcc
 from rewardpipe.monitoring.thresholds import Thresholds
+from rewardpipe.safe_text import printable
 from rewardpipe.store import transcript_key  # the one key function the runner writes transcripts with
 
 EXAMPLES_PER_ALARM = 3
@@ -49,11 +51,19 @@ class Example:
 
 
 def clean(text: Any, limit: int = REASON_CHARS) -> str:
-    """One printable line of at most ``limit`` characters (control characters, ANSI escapes included,
-    become '?')."""
-    text = str(text)
-    out = "".join(ch if ch.isprintable() else "?" for ch in text[: limit + 1])
-    return out if len(out) <= limit else out[: limit - 3] + "..."
+    """One printable line of at most ``limit`` characters: control and format characters (ANSI escapes, bidi
+    overrides, line breaks, tabs) shown as visible escapes (``\\x1b``), as every other output shows them
+    (:func:`rewardpipe.safe_text.printable`); a cut never splits an escape."""
+    pieces = [printable(char, keep_newlines=False).replace("\t", "\\x09") for char in str(text)[: limit + 1]]
+    if sum(map(len, pieces)) <= limit:
+        return "".join(pieces)
+    kept, size = [], 0
+    for piece in pieces:
+        if size + len(piece) > limit - 3:
+            break
+        kept.append(piece)
+        size += len(piece)
+    return "".join(kept) + "..."
 
 
 def _value(r: SampledRollout, component: str) -> float | None:

@@ -28,7 +28,8 @@ _LABEL = {"dead_component": "DEAD", "dying_component": "DYING", "error_rate": "E
 class ConsoleAlarmSink:
     """Print alarms to the terminal. Pass ``Console(stderr=True)`` to keep stdout for JSON. ``location`` is the
     store's (a directory or ``s3://bucket/prefix``): each example's transcript is then shown where it is, under
-    it, rather than as its key relative to the store root (which, beside ``--out runs``, named no file)."""
+    it, rather than as its key relative to the store root (which, beside ``--out runs``, named no file). Without
+    one, the key is printed as ``transcript_key runs/...``: relative to the store that wrote the records."""
 
     def __init__(self, console: Any = None, location: str | None = None) -> None:
         if console is None:
@@ -72,10 +73,14 @@ class ConsoleAlarmSink:
                 highlight=False,
                 soft_wrap=True,
             )
+        # without a location the key is relative to a store this sink does not know: it is said to be a key
+        key_label = "" if self.location else "transcript_key "
         for example in alarm.examples:
+            key = example.get("transcript_key")
+            where = f"{key_label}{shown(self.transcript_at(key))}" if key else ""
             self.console.print(
                 f"  example {shown(example.get('rollout_id'))} (group {shown(example.get('group_id'))}): "
-                f"{shown(example.get('reason'))} [dim]{shown(self.transcript_at(example.get('transcript_key')))}[/dim]",
+                f"{shown(example.get('reason'))} [dim]{where}[/dim]",
                 highlight=False,
                 soft_wrap=True,
             )
