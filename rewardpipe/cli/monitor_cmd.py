@@ -328,6 +328,15 @@ def _print_diagnoses(console: Console, result: Any) -> None:
         )
 
 
+def _run_thresholds(data: dict[str, Any], components: set[str]) -> dict[str, Any]:
+    """The thresholds' JSON for the run's own components: the built-in reward's default ranges (and its
+    ``correctness`` as the outcome) are left out of a run that has no such component."""
+    for name in ("ranges", "range_overrides", "roles"):
+        data[name] = {key: value for key, value in data[name].items() if key in components}
+    data["outcome_components"] = [name for name in data["outcome_components"] if name in components]
+    return data
+
+
 @app.command()
 @with_threshold_options
 def monitor(
@@ -408,6 +417,7 @@ def monitor(
 
     if as_json:
         data = result.to_dict()
+        data["thresholds"] = _run_thresholds(data["thresholds"], seen | set(thresholds.roles))
         data["source"] = path
         data.update(source.status())
         data["duplicates_dropped"] = len(duplicates)
