@@ -61,8 +61,15 @@ class RolloutTranscript(RolloutIdentity):
     components: dict[str, float | None] = Field(default_factory=dict)
     aggregate: float | None = None
 
+    @property
+    def reveals_spec(self) -> bool:
+        """Whether the environment reports revealed spec items (ask-before-coding does, even none; an environment
+        with no spec, such as tool_call or wordle, sets no ``revealed`` and has none to count)."""
+        return "revealed" in self.model_fields_set
+
     def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
+        # ``revealed`` is stored only when the environment set it, so a reader can tell "revealed none" from "no spec"
+        return self.model_dump(mode="json", by_alias=True, exclude=None if self.reveals_spec else {"revealed"})
 
 
 def tool_call_parts(call: Mapping[str, Any], *, ensure_ascii: bool = False) -> tuple[Any, str, Any]:

@@ -182,7 +182,7 @@ def show(
         f"[bold]verdict:[/] {_safe(verdict.status)}{tests}" + (f" — {_safe(verdict.reason)}" if verdict.reason else ""),
         soft_wrap=True,
     )
-    revealed = f" · revealed {len(t.revealed)} spec item(s)" if t.revealed or t.turn_kinds else ""
+    revealed = f" · revealed {len(t.revealed)} spec item(s)" if t.revealed or t.reveals_spec else ""
     out.print(f"[bold]end:[/] {_safe(t.end_reason or '-')}{revealed}")
     table = Table("component", "value", title=f"status {t.status}" + (f" · {_safe(t.error.kind)}" if t.error else ""))
     for name, value in t.components.items():

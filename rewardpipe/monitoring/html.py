@@ -372,12 +372,13 @@ def _transcript(example: dict[str, Any]) -> str:
     verdict = transcript.get("verdict") or {}
     tests = f" ({verdict.get('passed')}/{verdict.get('total')} tests)" if verdict.get("total") else ""
     body.append(f"<p><b>verdict:</b> {_t(verdict.get('status'))}{_t(tests)} — {_t(verdict.get('reason'))}</p>")
-    revealed = transcript.get("revealed") or []
-    body.append(
-        f"<p><b>revealed spec items:</b> {len(revealed)}"
-        + "".join(f"<br>· turn {_t(r.get('turn'))}: {_t(r.get('text'))}" for r in revealed)
-        + "</p>"
-    )
+    if "revealed" in transcript:  # an environment without a spec (tool_call, wordle) has none to count
+        revealed = transcript.get("revealed") or []
+        body.append(
+            f"<p><b>revealed spec items:</b> {len(revealed)}"
+            + "".join(f"<br>· turn {_t(r.get('turn'))}: {_t(r.get('text'))}" for r in revealed)
+            + "</p>"
+        )
     components = " · ".join(f"{_t(k)} {_num(v)}" for k, v in (transcript.get("components") or {}).items())
     body.append(f"<p><b>components:</b> {components} · aggregate {_num(transcript.get('aggregate'))}</p>")
     return f"<details><summary>{label}</summary>{''.join(body)}</details>"

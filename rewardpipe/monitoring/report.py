@@ -126,7 +126,8 @@ def _compact_transcript(transcript: Any) -> dict[str, Any]:
     return {
         "messages": [_compact_message(m) for m in transcript.messages],
         "turn_kinds": list(transcript.turn_kinds),
-        "revealed": [item.model_dump() for item in transcript.revealed],
+        # only an environment with a spec reports revealed items (the page counts them only then)
+        **({"revealed": [item.model_dump() for item in transcript.revealed]} if transcript.reveals_spec else {}),
         "executed_code": None if transcript.executed_code is None else _cut(transcript.executed_code),
         "verdict": transcript.verdict.model_dump(),
         "components": dict(transcript.components),
