@@ -31,7 +31,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
@@ -511,6 +511,22 @@ class ScoreSample(DeferredModel):
     step: int = Field(default=0, ge=0, le=MAX_STEP, strict=True)
     messages: list[Message] = Field(min_length=1)
     reference: Any = None
+    #: which id of the line named its task: "task_id", "group_id" (the task defaults to the group) or "" (neither:
+    #: the task id is the prompt's group, which names no task of a task file)
+    _task_from: str = PrivateAttr(default="task_id")
+
+    @property
+    def names_task(self) -> bool:
+        """Whether the line gave a ``task_id`` (without one, its task id is its group's)."""
+        return self._task_from == "task_id"
+
+    @property
+    def unknown_task_message(self) -> str:
+        """Why the task file does not hold this sample's task, in the terms of what the line gave."""
+        if self.names_task:
+            return f"task '{self.task_id}' is not in the task file"
+        group = f", and its group_id '{self.group_id}' is no task of the task file" if self._task_from else ""
+        return f"the sample gives no task_id{group} (give each sample the task_id of its task file row)"
 
 
 class OpenTaskRow(TaskRow):
@@ -557,7 +573,9 @@ class SampleReader:
                 group = sample.group_id or sample.task_id or _prompt_group(sample.messages)
                 task_id = sample.task_id or group
                 rollout_id = sample.rollout_id or f"line-{lineno}"
+                task_from = "task_id" if sample.task_id else "group_id" if sample.group_id else ""
                 sample = sample.model_copy(update={"rollout_id": rollout_id, "group_id": group, "task_id": task_id})
+                sample._task_from = task_from
                 key = (sample.step, same_text(rollout_id))
                 first = self._seen.setdefault(key, lineno)
                 if first != lineno:
@@ -652,9 +670,7 @@ def score_sample_records(
         execution = _executed(outcome)  # the verdict's: none when the execution itself failed
         code = None
         if tasks is not None and task is None:
-            record = failure_record(
-                **ids, kind="unknown_task", message=f"task '{sample.task_id}' is not in the task file", reward=reward
-            )
+            record = failure_record(**ids, kind="unknown_task", message=sample.unknown_task_message, reward=reward)
         elif isinstance(outcome, ErrorInfo):
             record = failure_record(**ids, kind=outcome.kind, message=outcome.message, reward=reward)
         elif index in together:

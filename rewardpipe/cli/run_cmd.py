@@ -700,6 +700,7 @@ def score(
     scored = errors = bad_lines = skipped = 0
     error_kinds: Counter[str] = Counter()
     unknown_tasks: Counter[str] = Counter()  # task id -> rollouts naming it that the task file does not hold
+    taskless: list[str] = []  # samples naming no task (no task_id) whose group is no task of the file either
     first_error: list[str] = []  # the first error record, as an example for the summary
     lazy_executor: list[Any] = []
 
@@ -740,6 +741,8 @@ def score(
                 max_turns=max_turns,
             )
         writer.write(records)
+        # a sample without a task_id took its group as its task id: that is no task the user named
+        unnamed = {(r.step, r.rollout_id) for r in batch if env is None and not r.names_task}
         for record in records:
             if record.status == "scored":
                 scored += 1
@@ -747,7 +750,9 @@ def score(
                 errors += 1
                 if record.error is not None:
                     error_kinds[record.error.kind] += 1
-                    if record.error.kind == "unknown_task":
+                    if record.error.kind == "unknown_task" and (record.step, record.rollout_id) in unnamed:
+                        taskless.append(record.rollout_id)
+                    elif record.error.kind == "unknown_task":
                         unknown_tasks[str(record.task_id)] += 1
                     if not first_error:
                         first_error.append(f"{record.rollout_id}: {record.error.message}")
@@ -803,7 +808,14 @@ def score(
     exit_for_losses(writer, 0, resume=_resume_hint("score", run_id, out_dir))
     if unknown_tasks:
         _report_unknown_tasks(unknown_tasks, tasks)
-    if bad_lines or unknown_tasks:
+    if taskless:
+        names = ", ".join(repr(printable(rollout[:80])) for rollout in taskless[:5])
+        more = f" (and {len(taskless) - 5} more)" if len(taskless) > 5 else ""
+        error_line(
+            f"{len(taskless)} sample(s) give no task_id, and {tasks} holds no task by their group either: {names}"
+            f"{more}; they are stored as unknown_task error records (give each sample its task_id)"
+        )
+    if bad_lines or unknown_tasks or taskless:
         raise typer.Exit(1)
 
 

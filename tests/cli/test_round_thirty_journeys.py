@@ -1,0 +1,167 @@
+"""Round thirty: a new user's journeys (README and docs/ followed literally): alarm examples of records read
+from a file, hostile text in alarm reasons, `show` of an environment without a spec, the thresholds `monitor
+--json` reports, and a sample of `score` that names no task."""
+
+from __future__ import annotations
+
+import json
+
+from rewardpipe.models import ErrorInfo, Record
+from rewardpipe.store import LocalStore
+from tests.cli.conftest import write_jsonl
+
+HOSTILE = "boom \x1b[2J\x1b]0;pwned\x07 done"
+
+
+def _row(step: int, g: int, k: int, **fields) -> dict:
+    """One record of run 'run' (group g, rollout k at ``step``) as its JSON, ``fields`` its status and scores."""
+    ids = {"run_id": "run", "step": step, "group_id": f"g{g}", "rollout_id": f"s{step}-g{g}-k{k}", "task_id": f"t{g}"}
+    return Record(**ids, weights={"found": 1.0}, **fields).model_dump(mode="json", by_alias=True)
+
+
+def _error_records(message: str = HOSTILE) -> list[dict]:
+    """Two steps of eight error records (an error-rate alarm with examples), as a JSONL of records."""
+    error = ErrorInfo(kind="component_raised", message=message)
+    return [
+        _row(step, g, k, status="error", error=error, components={"found": None}, aggregate=None)
+        for step in range(2)
+        for g in range(2)
+        for k in range(4)
+    ]
+
+
+# (a) alarm examples of records read from a file: no store to put the transcript under, and the user is told
+
+
+def test_monitor_of_a_records_file_says_there_is_no_transcript_store_and_how_to_open_a_key(cli, tmp_path):
+    records = write_jsonl(tmp_path / "records.jsonl", _error_records("plain failure"))
+    result = cli("monitor", records)
+    assert "ALARM" in result.stdout, result.output
+    key = "runs/run/transcripts/step=0/group=g0/s0-g0-k0.json"
+    assert key in result.stdout  # the key stays, for `show --key`
+    text = " ".join(result.stdout.split())
+    assert "no transcript store" in text and "rewardpipe show STORE --key" in text
+    # a store's examples keep their paths under the store, with no such note
+    store = LocalStore(tmp_path / "store")
+    for row in _error_records("plain failure"):
+        store.put_record(Record.model_validate(row))
+    from_store = cli("monitor", tmp_path / "store", "--no-write-alarms")
+    assert f"{tmp_path / 'store'}/{key}" in "".join(from_store.stdout.split())
+    assert "no transcript store" not in " ".join(from_store.stdout.split())
+
+
+# (b) alarm reasons show control characters as visible escapes, as every other output does
+
+
+def test_alarm_example_reasons_escape_control_characters_visibly(cli, tmp_path):
+    records = write_jsonl(tmp_path / "records.jsonl", _error_records())
+    result = cli("monitor", records)
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "\\x1b[2J" in result.stdout and "\\x07" in result.stdout
+    data = json.loads(cli("monitor", records, "--json").stdout)
+    reasons = [e["reason"] for a in data["alarms"] for e in a["examples"]]
+    assert reasons and all("\\x1b[2J" in r and "\x1b" not in r for r in reasons)
+
+
+def test_cut_reasons_never_split_an_escape(cli):
+    from rewardpipe.monitoring.examples import clean
+
+    text = clean("a" * 296 + "\x1b\x1b\x1b", limit=300)
+    assert len(text) <= 300 and "\x1b" not in text
+    assert not text.rstrip(".").endswith("\\") and "\\x1" not in text.replace("\\x1b", "")
+
+
+# (c) `show` of an environment without a spec does not report revealing none of it
+
+
+def test_show_of_a_wordle_episode_says_nothing_of_spec_items(cli, tmp_path):
+    from tests.cli.conftest import BUNDLED_TASKS
+
+    wordle = BUNDLED_TASKS.parent / "wordle_tasks.jsonl"
+    out = tmp_path / "store"
+    run = cli(
+        "run", "--env", "wordle", "--tasks", wordle, "--policy", "scripted", "--group-size", "2", "--steps", "1",
+        "--out", out, "--run-id", "w",
+    )  # fmt: skip
+    assert run.exit_code == 0, run.output
+    key = next(k for k in LocalStore(out).list_keys("runs/w/transcripts/"))
+    shown = cli("show", out, "--key", key)
+    assert shown.exit_code == 0, shown.output
+    assert "end:" in shown.stdout and "spec item" not in shown.stdout
+    assert "revealed" not in json.loads(cli("show", out, "--key", key, "--json").stdout)
+    # the report's transcript of an alarm example: no spec items counted either
+    from rewardpipe.monitoring.html import _transcript
+    from rewardpipe.monitoring.report import _compact_transcript
+
+    compact = _compact_transcript(LocalStore(out).get_transcript(key))
+    page = _transcript({"rollout_id": "r", "group_id": "g", "reason": "x", "transcript": compact})
+    assert "verdict" in page and "spec item" not in page
+
+
+def test_show_of_an_ask_before_coding_episode_still_counts_revealed_items(cli, tmp_path):
+    from tests.cli.conftest import BUNDLED_TASKS
+
+    out = tmp_path / "store"
+    run = cli(
+        "run", "--tasks", BUNDLED_TASKS, "--policy", "scripted", "--group-size", "2", "--steps", "1",
+        "--out", out, "--run-id", "a", "--groups-per-step", "2",
+    )  # fmt: skip
+    assert run.exit_code == 0, run.output
+    keys = LocalStore(out).list_keys("runs/a/transcripts/")
+    assert any("revealed " in cli("show", out, "--key", k).stdout for k in keys)
+    assert all("revealed" in LocalStore(out).get_transcript(k).to_json_dict() for k in keys)
+
+
+# (d) `monitor --json` thresholds: the run's components only
+
+
+def test_monitor_json_thresholds_list_only_the_runs_components(cli, tmp_path):
+    rows = [
+        _row(0, g, k, status="scored", components={"found": float(k % 2)}, aggregate=float(k % 2))
+        for g in range(4)
+        for k in range(2)
+    ]
+    records = write_jsonl(tmp_path / "records.jsonl", rows)
+    thresholds = json.loads(cli("monitor", records, "--json").stdout)["thresholds"]
+    assert set(thresholds["ranges"]) <= {"found"}
+    assert "correctness" not in thresholds["outcome_components"]
+    ranged = json.loads(cli("monitor", records, "--json", "--range", "found=0:1").stdout)["thresholds"]
+    assert ranged["ranges"] == {"found": [0.0, 1.0]}
+
+
+# (e) `score`: a sample with no task_id whose group is no task is said to name no task
+
+
+TASK_REWARD = """
+from rewardpipe import Reward, component
+
+
+@component(range=(0, 1), role="outcome")
+def matches(completion, task):
+    return float(completion.strip() == str(task.answer))
+
+
+R = Reward("r30_task_reward", [matches])
+"""
+
+
+def test_score_of_a_sample_without_task_id_says_it_names_no_task(cli, tmp_path, monkeypatch):
+    (tmp_path / "r30_task_reward.py").write_text(TASK_REWARD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [{"task_id": "t1", "prompt": "say 4", "answer": "4"}])
+
+    def sample(answer: str, **ids: str) -> dict:
+        messages = [{"role": "user", "content": f"say {answer}"}, {"role": "assistant", "content": answer}]
+        return {**ids, "messages": messages}
+
+    rows = [sample("4", task_id="t1"), sample("5"), sample("6", task_id="t9")]
+    samples = write_jsonl(tmp_path / "samples.jsonl", rows)
+    out = tmp_path / "store"
+    result = cli("score", samples, "--reward", "r30_task_reward:R", "--tasks", tasks, "--out", out, "--run-id", "r")
+    assert result.exit_code == 1, result.output
+    assert "'p-" not in result.stderr  # the prompt's group id is no task the user named
+    assert "1 sample(s) give no task_id" in result.stderr and "'line-2'" in result.stderr
+    assert "1 rollout(s) name a task" in result.stderr and "'t9'" in result.stderr
+    errors = {r.rollout_id: r.error.message for r in LocalStore(out).iter_records("r") if r.error}
+    assert "no task_id" in errors["line-2"] and "p-" not in errors["line-2"]
+    assert "'t9'" in errors["line-3"]
