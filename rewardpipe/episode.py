@@ -765,6 +765,30 @@ class ReplayMismatch(ValueError):
     """A recorded conversation is not what the environment says to it now."""
 
 
+def _opening_difference(env: Environment, recorded: Sequence[Message], opening: Sequence[Message]) -> str:
+    """Where a recorded conversation leaves the environment's opening messages, said so the user can fix it."""
+    if (
+        recorded
+        and recorded[0].role in ("system", "developer")
+        and (not opening or opening[0].role != recorded[0].role)
+    ):
+        told = " (the environment's system_prompt is told to the policy, not recorded)" if env.system_prompt else ""
+        return f"it starts with a {recorded[0].role} message the environment does not open with{told}: leave it out"
+    for index, expected in enumerate(opening):
+        if index >= len(recorded):
+            return f"it ends after {len(recorded)} message(s), before the environment's opening {expected.role} message"
+        if recorded[index].model_dump() != expected.model_dump():
+
+            def cut(text: str) -> str:
+                return repr(text if len(text) <= 60 else text[:57] + "...")
+
+            return (
+                f"message {index + 1} is a {recorded[index].role} message {cut(recorded[index].content)} where the "
+                f"environment opens with a {expected.role} message {cut(expected.content)}"
+            )
+    return "it differs from the environment's opening"
+
+
 def replay_through_hooks(env: Environment, task: Any, messages: Sequence[Message]) -> EpisodeState:
     """The final state of a recorded conversation, rebuilt by playing its assistant turns through the
     environment's hooks; every message the environment adds must be the recorded one (else
@@ -782,7 +806,8 @@ def replay_through_hooks(env: Environment, task: Any, messages: Sequence[Message
     state = start_episode(task, env=env, run_id="", step=0, group_id="", rollout_id="", max_turns=MAX_TURNS)
     opening = len(state.messages)
     if len(recorded) < opening or not all(same(a, b) for a, b in zip(recorded, state.messages, strict=False)):
-        raise ReplayMismatch("the recorded conversation does not open with the task's prompt")
+        difference = _opening_difference(env, recorded, state.messages)
+        raise ReplayMismatch(f"the recorded conversation does not open with the task's prompt: {difference}")
     position = opening
     while state.next_action in ("policy", "env"):
         if state.next_action == "policy":

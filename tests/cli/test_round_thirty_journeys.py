@@ -165,3 +165,40 @@ def test_score_of_a_sample_without_task_id_says_it_names_no_task(cli, tmp_path, 
     errors = {r.rollout_id: r.error.message for r in LocalStore(out).iter_records("r") if r.error}
     assert "no task_id" in errors["line-2"] and "p-" not in errors["line-2"]
     assert "'t9'" in errors["line-3"]
+
+
+# a recorded conversation that does not open as the environment does: the replay error says where and why
+
+
+def _wordle_rollouts(*openings: list[dict]) -> list[dict]:
+    from tests.cli.conftest import BUNDLED_TASKS
+
+    task = json.loads((BUNDLED_TASKS.parent / "wordle_tasks.jsonl").read_text().splitlines()[0])
+    guess = {"role": "assistant", "content": f"<guess>{task['answer']}</guess>"}
+    return [
+        {
+            "rollout_id": f"r{index}",
+            "group_id": "g",
+            "task_id": task["task_id"],
+            "messages": [*opening, {"role": "user", "content": task["prompt"]}, guess],
+        }
+        for index, opening in enumerate(openings)
+    ]
+
+
+def test_score_of_a_conversation_opening_with_the_system_prompt_says_to_leave_it_out(cli, tmp_path):
+    from rewardpipe.envs.wordle.environment import POLICY_SYSTEM_PROMPT
+    from tests.cli.conftest import BUNDLED_TASKS
+
+    rollouts = _wordle_rollouts([], [{"role": "system", "content": POLICY_SYSTEM_PROMPT}])
+    rollouts.append({**rollouts[0], "rollout_id": "r2"})
+    rollouts[2]["messages"] = [{"role": "user", "content": "another prompt"}, *rollouts[2]["messages"][1:]]
+    path = write_jsonl(tmp_path / "rollouts.jsonl", rollouts)
+    tasks = BUNDLED_TASKS.parent / "wordle_tasks.jsonl"
+    result = cli("score", path, "--env", "wordle", "--tasks", tasks, "--out", tmp_path / "s", "--run-id", "r", "--json")
+    status = {line["rollout_id"]: line for line in map(json.loads, result.stdout.splitlines())}
+    assert status["r0"]["status"] == "scored"
+    system = status["r1"]["error"]["message"]
+    assert "system message" in system and "system_prompt" in system and "leave it out" in system
+    other = status["r2"]["error"]["message"]
+    assert "message 1 is a user message 'another prompt'" in other
