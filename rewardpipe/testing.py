@@ -16,6 +16,7 @@ doctor``) and otherwise returns what it looked at, warnings included, for furthe
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -118,8 +119,35 @@ _SAMPLE_KEYS = frozenset(
 )
 
 
-def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_variation: bool = True) -> list[Any]:
-    """Score ``samples`` (dicts with ``completion`` or ``messages``, and optionally ``reference``, ``task``,
+def _samples_file(path: str | os.PathLike[str]) -> list[Any]:
+    """The samples of a JSONL file (a samples file of `rewardpipe score`): one JSON object a line."""
+    import json
+
+    from rewardpipe.models import open_input
+
+    samples = []
+    with open_input(Path(path)) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                sample = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{os.fspath(path)}:{lineno}: not valid JSON ({exc})") from None
+            if not isinstance(sample, dict):
+                raise ValueError(
+                    f"{os.fspath(path)}:{lineno}: not a JSON object (a sample is one: "
+                    '{"messages": [...], "reference": ...})'
+                )
+            samples.append(sample)
+    return samples
+
+
+def check_reward(
+    reward: Any, samples: Iterable[Mapping[str, Any]] | str | os.PathLike[str], *, require_variation: bool = True
+) -> list[Any]:
+    """Score ``samples`` (dicts, or the path of a JSONL file of them, with ``completion`` or ``messages``, and
+    optionally ``reference``, ``task``,
     ``state``, ``execution``) and check: no component raised, changed its inputs or came back None without an
     explanation, every value is inside its component's declared range, and (with ``require_variation``) every
     component takes at least two values across the samples. Returns the scores."""
@@ -127,8 +155,13 @@ def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_v
     from rewardpipe.rewards.mutation import changed_inputs, mutating_components, pristine_copy, written_down
 
     reward = resolve_reward(reward)
-    samples = list(samples)
+    samples = _samples_file(samples) if isinstance(samples, (str, os.PathLike)) else list(samples)
     for index, sample in enumerate(samples):
+        if not isinstance(sample, Mapping):  # a path given as a list, or a list of completions
+            raise ValueError(
+                f"sample {index} is a {type(sample).__name__}, not a dict of 'completion' or 'messages' and "
+                f"'reference', 'task', 'state', 'execution' as needed (or give the samples file's path)"
+            )
         unknown = [str(key) for key in sample if key not in _SAMPLE_KEYS]
         if unknown:  # a typo (`refrence`) was dropped: every sample scored without what it was meant to carry
             raise ValueError(

@@ -8,7 +8,7 @@ import json
 
 from rewardpipe.models import ErrorInfo, Record
 from rewardpipe.store import LocalStore
-from tests.cli.conftest import write_jsonl
+from tests.cli.conftest import BUNDLED_TASKS, write_jsonl
 
 HOSTILE = "boom \x1b[2J\x1b]0;pwned\x07 done"
 
@@ -202,3 +202,30 @@ def test_score_of_a_conversation_opening_with_the_system_prompt_says_to_leave_it
     assert "system message" in system and "system_prompt" in system and "leave it out" in system
     other = status["r2"]["error"]["message"]
     assert "message 1 is a user message 'another prompt'" in other
+
+
+# rewardpipe.testing.check_reward given the samples file (as check_environment takes a task file)
+
+EXAMPLE_REWARD = BUNDLED_TASKS.parents[2] / "examples" / "your_own_reward"
+
+
+def test_check_reward_reads_a_samples_file_and_names_a_sample_that_is_no_dict(tmp_path, monkeypatch):
+    import pytest
+
+    from rewardpipe.testing import check_reward
+
+    monkeypatch.syspath_prepend(str(EXAMPLE_REWARD))  # README's my_reward.py
+
+    def sample(answer: str) -> dict:
+        messages = [{"role": "user", "content": "6 * 7?"}, {"role": "assistant", "content": answer}]
+        return {"rollout_id": answer, "group_id": "g", "reference": "42", "messages": messages}
+
+    path = write_jsonl(tmp_path / "samples.jsonl", [sample('{"answer": "42"}'), sample('{"answer": "41"}')])
+    scores = check_reward("my_reward:json_answer", path, require_variation=False)
+    assert [s.components["answer_correct"] for s in scores] == [1.0, 0.0]
+    assert len(check_reward("my_reward:json_answer", str(path), require_variation=False)) == 2
+    bad = write_jsonl(tmp_path / "bad.jsonl", [sample('{"answer": "42"}'), "[1, 2]", "{not json"])
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: .*not a JSON object"):
+        check_reward("my_reward:json_answer", bad)
+    with pytest.raises(ValueError, match=r"sample 1 is a str, not a dict"):
+        check_reward("my_reward:json_answer", [sample('{"answer": "42"}'), "completion"])
