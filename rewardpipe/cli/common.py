@@ -325,6 +325,14 @@ def build_thresholds(
         usage_fail(f"bad threshold{' ' + where if where else ''}: {first['msg'].removeprefix('Value error, ')}")
 
 
+def no_transcript_store(path: str) -> str:
+    """What an alarm example's transcript is when PATH is a file of records: no store names it here."""
+    return (
+        f"{path} is records, not a store: there is no transcript store here. An example's transcript_key is "
+        f"relative to the store that wrote them; `rewardpipe show STORE --key KEY` prints it from there."
+    )
+
+
 def rollouts_hint(path: Any) -> str:
     """For `monitor` and `report` finding no record in a file: when its first line is a rollout (a
     conversation, no ``run_id``), the text that says so and how to score it; else "". A new user who gave

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rewardpipe.cli.application import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
-from rewardpipe.cli.common import rollouts_hint, with_threshold_options
+from rewardpipe.cli.common import no_transcript_store, rollouts_hint, with_threshold_options
 from rewardpipe.cli.progress import progress_bars
 from rewardpipe.monitoring.statistics import delivery_key
 
@@ -434,9 +434,7 @@ def monitor(
             out.print("[green]no alarms[/green]")
         elif source.store is None and any(e.get("transcript_key") for a in result.alarms for e in a.examples):
             out.print(
-                f"[dim]{markup_safe(path)} is records, not a store: there is no transcript store here. An example's "
-                "transcript_key is relative to the store that wrote them; `rewardpipe show STORE --key KEY` prints "
-                "it from there.[/dim]",
+                f"[dim]{markup_safe(no_transcript_store(path))}[/dim]",
                 highlight=False,
                 soft_wrap=True,
             )

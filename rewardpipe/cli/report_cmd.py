@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from rewardpipe.cli.application import app, error_line, fail, note, usage_fail, write_json_line
-from rewardpipe.cli.common import check_output_dir, check_output_file, rollouts_hint, same_file
+from rewardpipe.cli.common import check_output_dir, check_output_file, no_transcript_store, rollouts_hint, same_file
 
 
 def _one_run(
@@ -72,7 +72,10 @@ def _one_run(
             + (f" for run '{source.run_id}'" if source.run_id else "")
             + (rollouts_hint(path) if source.store is None else "")
         )
-    if source.store is not None:
+    if source.store is None:  # records read from a file: their transcripts are in a store the report was not given
+        for example in (e for alarm in report["alarms"] for e in alarm["examples"] if e.get("transcript_key")):
+            example["transcript_missing"] = f"{no_transcript_store(path)} This one's: {example['transcript_key']}"
+    else:
         attach_transcripts(report, source.store)
         if write_triage_file and report["in_progress"]:  # a triage says which prompts never teach: of the whole run
             note(f"triage.jsonl not written: run '{source.run_id}' is still being written")

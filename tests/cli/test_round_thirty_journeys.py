@@ -229,3 +229,14 @@ def test_check_reward_reads_a_samples_file_and_names_a_sample_that_is_no_dict(tm
         check_reward("my_reward:json_answer", bad)
     with pytest.raises(ValueError, match=r"sample 1 is a str, not a dict"):
         check_reward("my_reward:json_answer", [sample('{"answer": "42"}'), "completion"])
+
+
+def test_report_of_a_records_file_says_there_is_no_transcript_store(cli, tmp_path):
+    import html
+
+    records = write_jsonl(tmp_path / "records.jsonl", _error_records("plain failure"))
+    result = cli("report", records, "--out", tmp_path / "r.html")
+    assert result.exit_code == 0, result.output
+    page = " ".join(html.unescape((tmp_path / "r.html").read_text()).split())
+    assert "transcripts were not loaded" not in page
+    assert "no transcript store" in page and "runs/run/transcripts/step=0/group=g0/" in page
