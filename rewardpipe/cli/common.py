@@ -10,7 +10,7 @@ import inspect
 import json
 import os
 import platform
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -323,6 +323,19 @@ def build_thresholds(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         usage_fail(f"bad threshold{' ' + where if where else ''}: {first['msg'].removeprefix('Value error, ')}")
+
+
+def nothing_scored(records: int, scored: int, kinds: Mapping[str, int], example: str | None) -> bool:
+    """True, after an ``error:`` line saying so, when records were written and not one of them was scored (every
+    rollout an error record: an endpoint down, a replay that never matches). The records stay as evidence; the
+    command measured nothing, which exit 0 hid."""
+    if not records or scored:
+        return False
+    counts = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items(), key=lambda item: -item[1]))
+    error_line(
+        f"no rollout was scored: all {records} are error records ({counts})" + (f"; e.g. {example}" if example else "")
+    )
+    return True
 
 
 def no_transcript_store(path: str) -> str:

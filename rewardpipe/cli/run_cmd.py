@@ -39,6 +39,7 @@ from rewardpipe.cli.common import (
     file_sha256,
     load_tasks_or_fail,
     new_manifest,
+    nothing_scored,
     open_run,
     parse_options,
     save_manifest,
@@ -438,7 +439,11 @@ def run(
     exit_for_losses(writer, alarm_failures, unchecked_steps, resume=_resume_hint("run", run_id, out_dir))
     if unknown:
         _report_unknown_tasks(Counter(str(u.task_id) for u in unknown), tasks)
-    if plot_failed or unknown:
+    kinds: Counter[str] = Counter()
+    for report in reports:
+        kinds.update(report.error_kinds)
+    failed = nothing_scored(sum(r.records for r in reports), sum(r.scored for r in reports), kinds, None)
+    if plot_failed or unknown or failed:
         raise typer.Exit(1)
 
 
@@ -626,7 +631,8 @@ def score(
     """Score recorded rollouts (through an environment) or single-turn samples (with a reward) as they are.
 
     A bad line is reported and skipped; the rest are scored (exit 1). A rollout naming a task not in --tasks is
-    stored as an unknown_task error record and reported (exit 1).
+    stored as an unknown_task error record and reported (exit 1). If not one rollout is scored (every one an
+    error record, kept in the store), that is said and the exit status is 1 too.
 
     The file is streamed: ``--batch-size`` lines at a time are read, executed, scored, written and printed, so
     memory does not grow with the file (only the set of ids seen, to refuse repeats).
@@ -815,7 +821,8 @@ def score(
             f"{len(taskless)} sample(s) give no task_id, and {tasks} holds no task by their group either: {names}"
             f"{more}; they are stored as unknown_task error records (give each sample its task_id)"
         )
-    if bad_lines or unknown_tasks or taskless:
+    failed = nothing_scored(scored + errors, scored, error_kinds, first_error[0] if first_error else None)
+    if bad_lines or unknown_tasks or taskless or failed:
         raise typer.Exit(1)
 
 

@@ -240,3 +240,34 @@ def test_report_of_a_records_file_says_there_is_no_transcript_store(cli, tmp_pat
     page = " ".join(html.unescape((tmp_path / "r.html").read_text()).split())
     assert "transcripts were not loaded" not in page
     assert "no transcript store" in page and "runs/run/transcripts/step=0/group=g0/" in page
+
+
+# a command that scored nothing at all (every rollout an error record) says so and exits 1
+
+
+def test_a_run_whose_every_rollout_failed_on_the_endpoint_exits_1(cli, tmp_path):
+    out = tmp_path / "store"
+    result = cli(
+        "run", "--tasks", BUNDLED_TASKS, "--policy", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+        "--steps", "1", "--group-size", "2", "--groups-per-step", "2", "--endpoint-retries", "0",
+        "--out", out, "--run-id", "o",
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "no rollout was scored" in result.stderr and "policy_error 4" in result.stderr
+    assert [r.error.kind for r in LocalStore(out).iter_records("o")] == ["policy_error"] * 4  # kept as evidence
+
+
+def test_score_whose_every_sample_is_an_error_record_exits_1(cli, tmp_path):
+    from rewardpipe.envs.wordle.environment import POLICY_SYSTEM_PROMPT
+
+    system = [{"role": "system", "content": POLICY_SYSTEM_PROMPT}]
+    path = write_jsonl(tmp_path / "rollouts.jsonl", _wordle_rollouts(system, system))
+    tasks = BUNDLED_TASKS.parent / "wordle_tasks.jsonl"
+    result = cli("score", path, "--env", "wordle", "--tasks", tasks, "--out", tmp_path / "s", "--run-id", "r")
+    assert result.exit_code == 1, result.output
+    assert "no rollout was scored" in result.stderr and "replay_failed 2" in result.stderr
+    # one scored rollout among the errors is a run that measured something: exit 0, as before
+    path = write_jsonl(tmp_path / "mixed.jsonl", _wordle_rollouts([], system))
+    assert (
+        cli("score", path, "--env", "wordle", "--tasks", tasks, "--out", tmp_path / "m", "--run-id", "r").exit_code == 0
+    )

@@ -229,7 +229,7 @@ def test_score_says_what_its_error_records_were_and_warns_of_a_reward_of_episode
     line["messages"].append({"role": "assistant", "content": "3"})
     samples.write_text(json.dumps(line) + "\n")
     result = cli("score", samples, "--reward", f"{tmp_path / 'num_env.py'}:NumEnv.reward", "--out", tmp_path / "s")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # nothing was scored (round thirty: that exits 1)
     assert "reads `state`" in result.output and "--env" in result.output  # the warning, before scoring
     assert "errors 1" in result.output
     assert "component_raised 1" in result.output and "e.g. r1: component 'found' raised" in result.output

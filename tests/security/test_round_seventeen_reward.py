@@ -202,7 +202,8 @@ def test_a_line_whose_earlier_turn_holds_a_lone_surrogate_is_scored_in_its_promp
 
     def line(rollout: str, earlier: str, answer: str) -> str:
         turns = [("user", "q"), ("assistant", earlier), ("user", "go on"), ("assistant", answer)]
-        return json.dumps({"rollout_id": rollout, "messages": [{"role": r, "content": c} for r, c in turns]}) + "\n"
+        messages = [{"role": r, "content": c} for r, c in turns]
+        return json.dumps({"rollout_id": rollout, "messages": messages, "reference": "1"}) + "\n"
 
     samples = tmp_path / "samples.jsonl"
     samples.write_text(line("a", "first \ud800", "yes") + line("b", "first \ud800", "no") + line("c", "other", "yes"))
