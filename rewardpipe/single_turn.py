@@ -695,7 +695,11 @@ def score_sample_records(
                     messages=list(sample.messages),
                     executed_code=code,
                     verdict=verdict_of(
-                        execution, code, record if record.status == "error" else None, reward.needs_execution
+                        execution,
+                        code,
+                        record if record.status == "error" else None,
+                        reward.needs_execution,
+                        runner="reward",  # no environment: the reward decides whether code runs
                     ),
                     status=record.status,
                     error=record.error,

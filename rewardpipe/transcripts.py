@@ -87,8 +87,15 @@ def tool_call_parts(call: Mapping[str, Any], *, ensure_ascii: bool = False) -> t
 
 
 def verdict_of(
-    execution: ExecutionResult | None, code: str | None, record: Record | None = None, runs_code: bool = True
+    execution: ExecutionResult | None,
+    code: str | None,
+    record: Record | None = None,
+    runs_code: bool = True,
+    *,
+    runner: str = "environment",
 ) -> Verdict:
+    """What happened to the code: ``runner`` is what would have run it (an episode's environment, or the reward
+    of a single-turn sample scored without one)."""
     if execution is not None:
         return Verdict(
             status=execution.status.value, reason=execution.reason or "", passed=execution.passed, total=execution.total
@@ -96,7 +103,7 @@ def verdict_of(
     if record is not None and record.error is not None:
         return Verdict(status="error", reason=f"{record.error.kind}: {record.error.message}")
     if not runs_code:
-        return Verdict(status="not_executed", reason="the environment runs no code")
+        return Verdict(status="not_executed", reason=f"the {runner} runs no code")
     return Verdict(status="not_executed", reason="no code was committed" if code is None else "the code was not run")
 
 

@@ -271,3 +271,13 @@ def test_score_whose_every_sample_is_an_error_record_exits_1(cli, tmp_path):
     assert (
         cli("score", path, "--env", "wordle", "--tasks", tasks, "--out", tmp_path / "m", "--run-id", "r").exit_code == 0
     )
+
+
+def test_show_of_a_single_turn_sample_does_not_speak_of_an_environment(cli, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLE_REWARD))
+    samples = EXAMPLE_REWARD / "samples.jsonl"
+    out = tmp_path / "store"
+    assert cli("score", samples, "--reward", "my_reward:json_answer", "--out", out, "--run-id", "s").exit_code == 0
+    shown = cli("show", out, "--rollout", "r1")
+    assert "not_executed" in shown.stdout and "environment" not in shown.stdout
+    assert "the reward runs no code" in shown.stdout
