@@ -966,14 +966,19 @@ def _recursion_room_as_at_the_top() -> None:
     if offset <= 0:
         return
 
+    asked = [limit]
+
     def setrecursionlimit(new_limit, /):
         new_limit = operator.index(new_limit)
-        if new_limit < 1:
-            set_limit(new_limit)  # Python's own ValueError
-        set_limit(new_limit + offset)
+        if not 1 <= new_limit <= _C_INT_MAX:
+            set_limit(new_limit)  # Python's own ValueError or OverflowError
+        # (round thirty: a limit within the offset of the C int's largest, sys.setrecursionlimit(2**31 - 1), raised
+        # OverflowError here only; it is held there, and read back as the program set it)
+        set_limit(min(new_limit + offset, _C_INT_MAX))
+        asked[0] = new_limit
 
     def getrecursionlimit():
-        return get_limit() - offset
+        return asked[0]
 
     setrecursionlimit.__doc__, getrecursionlimit.__doc__ = set_limit.__doc__, get_limit.__doc__
     set_limit(limit + offset)
@@ -989,6 +994,7 @@ def _frames_from(frame) -> int:
 
 
 _RECURSION_PROBE_ROOM = 48
+_C_INT_MAX = 2**31 - 1  # the largest limit sys.setrecursionlimit takes (a C int)
 _RECURSION_PROBE = compile(
     "def d(n):\n    try:\n        return d(n + 1)\n    except RecursionError:\n        return n\nreached = d(0)\n",
     "<recursion probe>",
