@@ -5,6 +5,11 @@
   1)``, the C int's largest (a header some Codeforces answers carry, "no limit at all"), raised ``OverflowError`` in
   the sandbox only, and the right program failed every case. The limit is held at the largest a C int takes, and read
   back as the program set it.
+* **Output printed before the program's last act.** ``python program.py`` flushes ``sys.stderr`` and ``sys.stdout``
+  as soon as the module's code ends (``flush_io`` in CPython's ``pythonrun.c``), before it waits for the program's
+  threads and runs its ``atexit`` functions; the sandbox flushed them only after both. A right program that ends
+  with ``os._exit(0)`` there (an ``atexit`` function, a thread that outlives the module's code: both skip the slow
+  teardown of a large program) printed its answer under Python and nothing here.
 """
 
 from __future__ import annotations
@@ -27,11 +32,16 @@ def executor():
 
 
 def _as_python_runs_it(executor, tmp_path, code: str, stdin: str = "") -> str:
-    """What the sandbox's own interpreter prints running ``code`` as a file (the expected output)."""
-    program = tmp_path / "program.py"
+    """What the sandbox's own interpreter writes running ``code`` as a file, its input and output files as a judge's
+    (the expected output)."""
+    program, given, printed = tmp_path / "program.py", tmp_path / "input.txt", tmp_path / "output.txt"
     program.write_text(code)
+    given.write_text(stdin)
     interpreter = executor.isolation()["interpreter"]
-    return subprocess.run([interpreter, str(program)], input=stdin, capture_output=True, text=True, check=True).stdout
+    with given.open() as source, printed.open("w") as sink:
+        # (env={}: an unbuffered stdout, PYTHONUNBUFFERED as some shells set it, would hide when Python flushes)
+        subprocess.run([interpreter, str(program)], stdin=source, stdout=sink, check=True, env={}, timeout=60)
+    return printed.read_text()
 
 
 LIMITS = {
@@ -63,3 +73,34 @@ def test_a_program_may_set_the_largest_recursion_limit(executor, tmp_path, name)
     cases = json.dumps([{"input": "1 2\n", "output": expected}])
     result = executor.run(ExecutionJob(id=name, code=code, tests=cases, tests_format="stdio", timeout_s=10))
     assert result.status is ExecutionStatus.PASSED, (expected, result.stdout, result.reason)
+
+
+LAST_ACTS = {
+    "os._exit in an atexit function": textwrap.dedent("""
+        import atexit, os
+        atexit.register(os._exit, 0)
+        a, b = map(int, input().split())
+        print(a + b)
+    """),
+    "os._exit in a thread, once the answer is out": textwrap.dedent("""
+        import os, threading, time
+        def finish():
+            while os.fstat(1).st_size == 0:  # (the module's code has ended and its output is written)
+                time.sleep(0.01)
+            os._exit(0)
+        threading.Thread(target=finish).start()
+        a, b = map(int, input().split())
+        print(a + b)
+    """),
+    "a traceback after the answer": "a, b = map(int, input().split())\nprint(a + b)\nraise SystemExit(0)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAST_ACTS))
+def test_what_a_program_printed_is_out_when_its_module_ends(executor, tmp_path, name):
+    code = LAST_ACTS[name]
+    expected = _as_python_runs_it(executor, tmp_path, code, "1 2\n")
+    assert expected.split() == ["3"]
+    cases = json.dumps([{"input": "1 2\n", "output": expected}])
+    result = executor.run(ExecutionJob(id=name, code=code, tests=cases, tests_format="stdio", timeout_s=5))
+    assert result.status is ExecutionStatus.PASSED, (result.stdout, result.reason)

@@ -892,9 +892,9 @@ def run_program(code: str, streams: tuple) -> int:
     ``streams`` (stdin: the case's input on fd 0; stdout and stderr: the job's output files) as its standard
     streams (``sys.__stdout__`` and the others too), and return the exit status that would have: 0, a
     ``SystemExit``'s code as Python turns it into one, or 1 after an uncaught exception (its traceback on stderr).
-    Then, as at interpreter exit: non-daemon threads are waited for (those they start too), the program's
-    ``atexit`` functions run (never the fork server's), ``__main__``'s objects are finalized (a file object it
-    never closed flushes) and the streams are flushed."""
+    Then, as at interpreter exit: the streams are flushed as the module's code ends, non-daemon threads are waited
+    for (those they start too), the program's ``atexit`` functions run (never the fork server's), ``__main__``'s
+    objects are finalized (a file object it never closed flushes) and the streams are flushed."""
     import atexit
     import gc
     import threading
@@ -916,6 +916,7 @@ def run_program(code: str, streams: tuple) -> int:
         try:
             exec(compile(code, "<model code>", "exec", dont_inherit=True), module.__dict__)
         finally:
+            _flush_as_the_module_ends()
             _join_non_daemon_threads(threading)
     except SystemExit as exc:
         status = _exit_status(exc.code)
@@ -1000,6 +1001,16 @@ _RECURSION_PROBE = compile(
     "<recursion probe>",
     "exec",
 )
+
+
+def _flush_as_the_module_ends() -> None:
+    """As ``python program.py`` does the moment the module's code ends, however it ends (CPython's ``flush_io``),
+    before it waits for threads and runs ``atexit`` functions: ``sys.stderr``, then ``sys.stdout``, whatever they are,
+    and nothing they raise changes the status. Round thirty: flushed only after those, the answer of a program that
+    then ended with ``os._exit(0)`` (an ``atexit`` function, a thread outliving the module's code) was lost."""
+    for name in ("stderr", "stdout"):
+        with contextlib.suppress(BaseException):
+            getattr(sys, name).flush()
 
 
 def _flush_standard_streams(status: int, *streams) -> int:
