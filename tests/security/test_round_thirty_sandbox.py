@@ -10,6 +10,10 @@
   threads and runs its ``atexit`` functions; the sandbox flushed them only after both. A right program that ends
   with ``os._exit(0)`` there (an ``atexit`` function, a thread that outlives the module's code: both skip the slow
   teardown of a large program) printed its answer under Python and nothing here.
+* **Line ends in the input.** Python opens a program's ``sys.stdin`` with ``newline="\\n"`` on POSIX: a carriage
+  return stays in the text (``input()`` of ``"ab\\rcd"`` is that, ``sys.stdin.read()`` of CRLF lines keeps each
+  ``\\r``). The sandbox's stdin translated newlines as ``open()`` does, so a lone ``\\r`` split one line into two and
+  every count or position over the raw text moved: a right program's output differed from Python's.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ def _as_python_runs_it(executor, tmp_path, code: str, stdin: str = "") -> str:
     with given.open() as source, printed.open("w") as sink:
         # (env={}: an unbuffered stdout, PYTHONUNBUFFERED as some shells set it, would hide when Python flushes)
         subprocess.run([interpreter, str(program)], stdin=source, stdout=sink, check=True, env={}, timeout=60)
-    return printed.read_text()
+    return printed.read_bytes().decode()
 
 
 LIMITS = {
@@ -104,3 +108,20 @@ def test_what_a_program_printed_is_out_when_its_module_ends(executor, tmp_path, 
     cases = json.dumps([{"input": "1 2\n", "output": expected}])
     result = executor.run(ExecutionJob(id=name, code=code, tests=cases, tests_format="stdio", timeout_s=5))
     assert result.status is ExecutionStatus.PASSED, (result.stdout, result.reason)
+
+
+LINE_ENDS = {
+    "a carriage return inside a line": ("print(repr(input()))\nprint(repr(input()))\n", "ab\rcd\nef\n"),
+    "CRLF lines, read whole": ("import sys\nprint(len(sys.stdin.read()))\n", "1 2\r\n3 4\r\n"),
+    "CRLF lines, iterated": ("import sys\nprint([len(line) for line in sys.stdin])\n", "ab\r\nc\r\n"),
+    "CRLF lines, readline": ("import sys\nprint(repr(sys.stdin.readline()))\n", "ab\r\nc\r\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINE_ENDS))
+def test_a_program_reads_its_input_as_python_gives_it(executor, tmp_path, name):
+    code, given = LINE_ENDS[name]
+    expected = _as_python_runs_it(executor, tmp_path, code, given)
+    cases = json.dumps([{"input": given, "output": expected}])
+    result = executor.run(ExecutionJob(id=name, code=code, tests=cases, tests_format="stdio", timeout_s=10))
+    assert result.status is ExecutionStatus.PASSED, (expected, result.stdout, result.reason)

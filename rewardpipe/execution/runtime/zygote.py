@@ -453,7 +453,9 @@ class Zygote:
         # touches costs copy-on-write page faults, and these are the same for every job. Never written to
         # here, so no child inherits buffered text.
         self.child_streams = (
-            open(0, closefd=False),  # noqa: SIM115 - fd 0 is /dev/null in every child (a stdio job's input)
+            # (newline="\n": Python's own stdin on POSIX keeps a carriage return, round thirty; open()'s universal
+            # newlines split "ab\rcd" into two lines and dropped every "\r" of CRLF input)
+            open(0, closefd=False, newline="\n"),  # noqa: SIM115 - fd 0 is /dev/null in every child (a stdio job's input)
             # (what is written past the file size limit is dropped: see untrusted.CappedFileIO)
             untrusted.capped_stream(1, int(config["file_size_bytes"])),
             untrusted.capped_stream(2, int(config["file_size_bytes"])),
