@@ -14,6 +14,9 @@
   return stays in the text (``input()`` of ``"ab\\rcd"`` is that, ``sys.stdin.read()`` of CRLF lines keeps each
   ``\\r``). The sandbox's stdin translated newlines as ``open()`` does, so a lone ``\\r`` split one line into two and
   every count or position over the raw text moved: a right program's output differed from Python's.
+* **``__builtins__`` of the program's module.** In ``__main__`` it is the ``builtins`` module (elsewhere a dict): the
+  program's module was given the dict, so ``__builtins__.input``, the usual way to keep the real ``input`` before
+  rebinding the name to a fast reader, raised ``AttributeError``.
 """
 
 from __future__ import annotations
@@ -123,5 +126,27 @@ def test_a_program_reads_its_input_as_python_gives_it(executor, tmp_path, name):
     code, given = LINE_ENDS[name]
     expected = _as_python_runs_it(executor, tmp_path, code, given)
     cases = json.dumps([{"input": given, "output": expected}])
+    result = executor.run(ExecutionJob(id=name, code=code, tests=cases, tests_format="stdio", timeout_s=10))
+    assert result.status is ExecutionStatus.PASSED, (expected, result.stdout, result.reason)
+
+
+BUILTINS = {
+    "the real input kept": textwrap.dedent("""
+        import sys
+        read = __builtins__.input
+        def input():
+            return read().strip()
+        a, b = map(int, input().split())
+        print(a + b)
+    """),
+    "its kind": "print(type(__builtins__).__name__)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_a_programs_builtins_are_the_module_as_in_python(executor, tmp_path, name):
+    code = BUILTINS[name]
+    expected = _as_python_runs_it(executor, tmp_path, code, "1 2\n")
+    cases = json.dumps([{"input": "1 2\n", "output": expected}])
     result = executor.run(ExecutionJob(id=name, code=code, tests=cases, tests_format="stdio", timeout_s=10))
     assert result.status is ExecutionStatus.PASSED, (expected, result.stdout, result.reason)

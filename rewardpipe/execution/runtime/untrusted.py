@@ -896,6 +896,7 @@ def run_program(code: str, streams: tuple) -> int:
     for (those they start too), the program's ``atexit`` functions run (never the fork server's), ``__main__``'s
     objects are finalized (a file object it never closed flushes) and the streams are flushed."""
     import atexit
+    import builtins
     import gc
     import threading
     import traceback
@@ -910,6 +911,8 @@ def run_program(code: str, streams: tuple) -> int:
     _recursion_room_as_at_the_top()
     module = types.ModuleType("__main__")
     module.__file__ = sys.argv[0]  # as python program.py sets it (local-testing templates read it)
+    # __main__'s __builtins__ is the module (exec() would put in its dict): ``__builtins__.input`` (round thirty)
+    module.__builtins__ = builtins  # type: ignore[attr-defined]
     sys.modules["__main__"] = module
     status = 0
     try:
