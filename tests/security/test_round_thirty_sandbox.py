@@ -51,6 +51,15 @@ def _as_python_runs_it(executor, tmp_path, code: str, stdin: str = "") -> str:
     return printed.read_bytes().decode()
 
 
+def _passes_as_under_python(executor, tmp_path, name: str, code: str, given: str = "1 2\n", timeout_s: float = 10):
+    """The program, on ``given``, passes against what the interpreter itself prints for it (returned)."""
+    expected = _as_python_runs_it(executor, tmp_path, code, given)
+    cases = json.dumps([{"input": given, "output": expected}])
+    result = executor.run(ExecutionJob(id=name, code=code, tests=cases, tests_format="stdio", timeout_s=timeout_s))
+    assert result.status is ExecutionStatus.PASSED, (expected, result.stdout, result.reason)
+    return expected
+
+
 LIMITS = {
     "the largest": "import sys\nsys.setrecursionlimit(2**31 - 1)\nprint(sys.getrecursionlimit())\n",
     "near the largest": "import sys\nsys.setrecursionlimit(2**31 - 3)\nprint(sys.getrecursionlimit())\n",
@@ -75,11 +84,7 @@ LIMITS = {
 
 @pytest.mark.parametrize("name", sorted(LIMITS))
 def test_a_program_may_set_the_largest_recursion_limit(executor, tmp_path, name):
-    code = LIMITS[name]
-    expected = _as_python_runs_it(executor, tmp_path, code, "1 2\n")
-    cases = json.dumps([{"input": "1 2\n", "output": expected}])
-    result = executor.run(ExecutionJob(id=name, code=code, tests=cases, tests_format="stdio", timeout_s=10))
-    assert result.status is ExecutionStatus.PASSED, (expected, result.stdout, result.reason)
+    _passes_as_under_python(executor, tmp_path, name, LIMITS[name])
 
 
 LAST_ACTS = {
@@ -105,12 +110,7 @@ LAST_ACTS = {
 
 @pytest.mark.parametrize("name", sorted(LAST_ACTS))
 def test_what_a_program_printed_is_out_when_its_module_ends(executor, tmp_path, name):
-    code = LAST_ACTS[name]
-    expected = _as_python_runs_it(executor, tmp_path, code, "1 2\n")
-    assert expected.split() == ["3"]
-    cases = json.dumps([{"input": "1 2\n", "output": expected}])
-    result = executor.run(ExecutionJob(id=name, code=code, tests=cases, tests_format="stdio", timeout_s=5))
-    assert result.status is ExecutionStatus.PASSED, (result.stdout, result.reason)
+    assert _passes_as_under_python(executor, tmp_path, name, LAST_ACTS[name], timeout_s=5).split() == ["3"]
 
 
 LINE_ENDS = {
@@ -124,10 +124,7 @@ LINE_ENDS = {
 @pytest.mark.parametrize("name", sorted(LINE_ENDS))
 def test_a_program_reads_its_input_as_python_gives_it(executor, tmp_path, name):
     code, given = LINE_ENDS[name]
-    expected = _as_python_runs_it(executor, tmp_path, code, given)
-    cases = json.dumps([{"input": given, "output": expected}])
-    result = executor.run(ExecutionJob(id=name, code=code, tests=cases, tests_format="stdio", timeout_s=10))
-    assert result.status is ExecutionStatus.PASSED, (expected, result.stdout, result.reason)
+    _passes_as_under_python(executor, tmp_path, name, code, given)
 
 
 BUILTINS = {
@@ -145,8 +142,4 @@ BUILTINS = {
 
 @pytest.mark.parametrize("name", sorted(BUILTINS))
 def test_a_programs_builtins_are_the_module_as_in_python(executor, tmp_path, name):
-    code = BUILTINS[name]
-    expected = _as_python_runs_it(executor, tmp_path, code, "1 2\n")
-    cases = json.dumps([{"input": "1 2\n", "output": expected}])
-    result = executor.run(ExecutionJob(id=name, code=code, tests=cases, tests_format="stdio", timeout_s=10))
-    assert result.status is ExecutionStatus.PASSED, (expected, result.stdout, result.reason)
+    _passes_as_under_python(executor, tmp_path, name, BUILTINS[name])
