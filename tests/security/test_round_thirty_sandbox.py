@@ -29,11 +29,13 @@ import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.sandbox import make_executor
+from tests.security.test_round_nine_files import _lambda_like
 
 
-@pytest.fixture(scope="module")
-def executor():
-    executor = make_executor(workers=1)
+@pytest.fixture(scope="module", params=["full", "lambda"])
+def executor(request):
+    """Every layer where this host allows it, then the Lambda/Fargate mode (no namespaces, Landlock or own uid)."""
+    executor = make_executor(workers=1) if request.param == "full" else _lambda_like()
     yield executor
     executor.close()
 
