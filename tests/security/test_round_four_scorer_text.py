@@ -201,9 +201,12 @@ piece_runs = st.lists(st.sampled_from(PIECES), min_size=1, max_size=6).map("".jo
 edges = st.lists(st.sampled_from(PIECES), max_size=3).map("".join)
 
 N = 500
-#: Operations per character of model text at most, at 4n (the costliest target, the whole reward scoring a
-#: conversation that holds the text five times, spends about 800).
-BUDGET_PER_CHAR = 2000
+#: Operations per character of model text at most, at 4n. The costliest target, the whole ask-before-coding reward
+#: scoring a conversation that holds the text five times without the environment's bookkeeping, spent about 1,900
+#: on seeded random text at round twenty-eight's end and about 2,000 after round thirty's rules for questions that
+#: ask nothing (up to 2,100 on hypothesis's inputs); the bound keeps a fifth above that. Growth with length is
+#: the second-difference test's to catch, whatever the constant.
+BUDGET_PER_CHAR = 2500
 #: Second-difference slack for small absolute wobble (a dict resizing, a cache that fills).
 SLACK = 4000
 
