@@ -1010,10 +1010,9 @@ def _flush_as_the_module_ends() -> None:
     """As ``python program.py`` does the moment the module's code ends, however it ends (CPython's ``flush_io``),
     before it waits for threads and runs ``atexit`` functions: ``sys.stderr``, then ``sys.stdout``, whatever they are,
     and nothing they raise changes the status. Round thirty: flushed only after those, the answer of a program that
-    then ended with ``os._exit(0)`` (an ``atexit`` function, a thread outliving the module's code) was lost."""
-    for name in ("stderr", "stdout"):
-        with contextlib.suppress(BaseException):
-            getattr(sys, name).flush()
+    then ended with ``os._exit(0)`` (an ``atexit`` function, a thread outliving the module's code) was lost. (The
+    status is the exit's to decide, later.)"""
+    _flush_standard_streams(0, getattr(sys, "stderr", None), getattr(sys, "stdout", None))
 
 
 def _flush_standard_streams(status: int, *streams) -> int:
