@@ -58,6 +58,9 @@ CONTEXT_KEY = "rewardpipe_nova"
 NOVA_PREFIX = "nova/"
 # An event-source mapping's queue hides a message for at least this many times the function's timeout.
 CONSUMED_VISIBILITY_FACTOR = 6
+# What an SQS event source mapping's ScalingConfig.MaximumConcurrency accepts (AWS Lambda API reference).
+MIN_EVENT_SOURCE_CONCURRENCY = 2
+MAX_EVENT_SOURCE_CONCURRENCY = 1000
 
 
 class NovaBridgeSettings(BaseModel):
@@ -78,6 +81,18 @@ class NovaBridgeSettings(BaseModel):
     range_mapping: Literal["linear", "clip"] = "linear"
     run_id: str = Field(default="nova", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,30}$")
     bookkeeping_days: int = Field(default=3, ge=1, le=365)
+    # Lambda's SQS event source scales a consumer up to the account's concurrency (a FIFO queue up to its active
+    # message groups: one per sample here) unless its mapping sets a maximum concurrency (2-1000), which reserves
+    # nothing. Each of intake, forwarder and router takes at most this many at once; the rest wait in the queue.
+    max_concurrency: int = Field(
+        default=100,
+        ge=MIN_EVENT_SOURCE_CONCURRENCY,
+        le=MAX_EVENT_SOURCE_CONCURRENCY,
+        description=(
+            "Most concurrent invocations of each bridge queue consumer (intake, forwarder, router): their event "
+            "source mappings' maximum concurrency, which reserves nothing; more requests wait in their queue."
+        ),
+    )
     # Job roles (besides the stack's TrainingJobRole) the rollout proxy's resource policy lets invoke it.
     invoker_role_arns: list[str] = Field(
         default_factory=list, description="IAM role ARNs of training jobs that may invoke the rollout proxy"
@@ -312,7 +327,16 @@ class NovaBridge(Construct):
             (self.forwarder, self.turn_requests),
             (self.router, self.generate_responses),
         ):
-            fn.add_event_source(sources.SqsEventSource(queue, batch_size=1, report_batch_item_failures=True))
+            # A maximum concurrency per mapping: without it a Nova step's burst (every sample its own message
+            # group) may take all of the account's unreserved concurrency, throttling the rollout functions (their
+            # turns end in error records after their retries) and the single-turn reward Lambda Nova calls, and a
+            # consumer throttled past its queue's receives dead-letters the message. Reserved concurrency would
+            # fail stack creation in accounts with little unreserved concurrency; this reserves nothing.
+            fn.add_event_source(
+                sources.SqsEventSource(
+                    queue, batch_size=1, report_batch_item_failures=True, max_concurrency=nova.max_concurrency
+                )
+            )
 
         # What EventBridge could not deliver (after its retries) and what the functions failed on (after Lambda's
         # asynchronous retries) is kept here, not dropped: an execution's end the responder never took is answered
