@@ -340,9 +340,13 @@ class NovaBridge(Construct):
 
         # What EventBridge could not deliver (after its retries) and what the functions failed on (after Lambda's
         # asynchronous retries) is kept here, not dropped: an execution's end the responder never took is answered
-        # only at its budget by the sweeper otherwise, with nothing to say why. The queue is alarmed below.
-        self.event_dead_letters = event_dead_letter_queue(self, "EventDeadLetters", "the bridge's rule targets")
-        for fn in (self.responder, self.sweeper):
+        # only at its budget by the sweeper otherwise, with nothing to say why. The queue is alarmed below. The
+        # rollout proxy too: Nova may invoke it asynchronously (not documented either way), and a request it could
+        # not queue was then discarded after Lambda's two retries, its sample waiting out Nova's timeout.
+        self.event_dead_letters = event_dead_letter_queue(
+            self, "EventDeadLetters", "the bridge's rule targets and the rollout proxy"
+        )
+        for fn in (self.rollout_proxy, self.responder, self.sweeper):
             fn.configure_async_invoke(on_failure=destinations.SqsDestination(self.event_dead_letters))
         events.Rule(
             self,
@@ -435,7 +439,8 @@ class NovaBridge(Construct):
                 self,
                 self.event_dead_letters,
                 "nova-event-dead-letters",
-                "an execution's end (responder) or a sweep was not delivered, or failed after its retries",
+                "an execution's end (responder) or a sweep was not delivered, or failed after its retries, or a "
+                "rollout request invoked asynchronously could not be queued (rollout proxy)",
                 action,
             )
         )

@@ -63,3 +63,35 @@ def test_a_maximum_concurrency_outside_what_lambda_accepts_is_refused_at_synth(v
 def test_the_documented_range_is_accepted():
     for value in (MIN_EVENT_SOURCE_CONCURRENCY, MAX_EVENT_SOURCE_CONCURRENCY):
         assert load_nova_settings({"enabled": True, "max_concurrency": value}).max_concurrency == value
+
+
+# -- whatever may invoke a function asynchronously: its failures are kept ------------------------------------------
+
+
+@pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT], ids=["default", "nova-bridge"])
+def test_every_function_others_may_invoke_keeps_the_events_it_failed_on(context):
+    """Lambda retries a failed asynchronous invocation twice, then discards the event unless the function has an
+    on-failure destination (AWS Lambda, "Asynchronous invocation"). A function that something outside the stack's
+    own roles may invoke (its resource policy: an EventBridge rule, a training job's role) may be invoked that way:
+    whether Nova invokes the rollout proxy synchronously or asynchronously is not documented, and the proxy had no
+    destination, so a rollout request it could not queue was dropped and its sample waited out Nova's timeout.
+    Each such function's failed events go to a queue that an alarm watches."""
+    from tests.infra.test_round_twentyeight_infra import _alarmed_queues, _of_type, _queue_of
+
+    resources = harness.synthesized(context).template["Resources"]
+    invokable = {
+        p["Properties"]["FunctionName"]["Fn::GetAtt"][0]
+        for p in _of_type(resources, "AWS::Lambda::Permission").values()
+    }
+    assert invokable, "no function with a resource policy"
+    configs = {
+        c["Properties"]["FunctionName"]["Ref"]: c["Properties"]
+        for c in _of_type(resources, "AWS::Lambda::EventInvokeConfig").values()
+    }
+    alarmed = _alarmed_queues(resources)
+    for function in sorted(invokable):
+        assert function in configs, f"{function}: no on-failure destination for its asynchronous invocations"
+        on_failure = configs[function]["DestinationConfig"]["OnFailure"]["Destination"]
+        assert _queue_of(on_failure) in alarmed, function
+    if context:
+        assert any(name.startswith("NovaBridgeRolloutProxy") for name in invokable)
