@@ -166,8 +166,9 @@ def event_dead_letter_queue(scope: Construct, construct_id: str, of: str) -> sqs
 
 
 def dead_letter_alarm(scope: Construct, queue: Any, name: str, what: str, action: cw.IAlarmAction | None) -> cw.Alarm:
-    """``<name>``: the dead-letter queue holds a message. SQS reports a queue's metrics only while it is active
-    (a queue holding messages is), so missing data is an empty queue, not a failure."""
+    """``<name>``: the dead-letter queue holds a message. SQS reports a queue's metrics only while it is active,
+    up to six hours after its last API call, whether or not it holds messages; missing data keeps the state it
+    has (an idle empty queue stays OK, a dead letter kept untouched stays ALARM: no all-clear for it)."""
     cid = "".join(part.capitalize() for part in name.split("-"))
     return notifying_alarm(
         scope,
@@ -178,6 +179,7 @@ def dead_letter_alarm(scope: Construct, queue: Any, name: str, what: str, action
         metric=queue.metric_approximate_number_of_messages_visible(period=FAILURE_PERIOD, statistic="Maximum"),
         threshold=0,
         comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        missing=cw.TreatMissingData.IGNORE,
     )
 
 
@@ -376,6 +378,7 @@ class Monitoring(Construct):
             ),
             threshold=0,
             comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.IGNORE,  # as every dead-letter alarm (dead_letter_alarm)
         )
         # Every function a rollout or a Nova reward depends on, and the trainers' dead-lettered turn requests.
         self.failure_alarms: list[cw.Alarm] = []

@@ -95,3 +95,27 @@ def test_every_function_others_may_invoke_keeps_the_events_it_failed_on(context)
         assert _queue_of(on_failure) in alarmed, function
     if context:
         assert any(name.startswith("NovaBridgeRolloutProxy") for name in invokable)
+
+
+# -- a dead letter kept untouched: no all-clear ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT], ids=["default", "nova-bridge"])
+def test_a_dead_letter_kept_past_six_idle_hours_does_not_clear_its_alarm(context):
+    """SQS publishes a queue's metrics only while the queue is active, which CloudWatch counts as up to six hours
+    after its last API call ("Available CloudWatch metrics for Amazon SQS": every metric is reported only while
+    the queue is active). A dead-letter queue holding a message nobody reads goes quiet after six hours, message
+    or not. Its alarm treated that silence as not breaching: it turned OK and sent the topic an all-clear while
+    the dead letter was still there. Missing data now keeps the alarm's state (an idle empty queue stays OK)."""
+    from tests.infra.test_failure_alarms import _alarms_on
+    from tests.infra.test_round_twentynine_infra import MISSING, _next_state
+
+    template = harness.synthesized(context).template
+    alarms = _alarms_on(template, "AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    assert len(alarms) == (2 if not context else 8)  # each dead-letter queue, the bridge's event one included
+    for queue, alarm in alarms.items():
+        held = _next_state(alarm, "OK", 1)  # a message was dead-lettered
+        assert held == "ALARM", queue
+        assert _next_state(alarm, held, MISSING) == "ALARM", f"{queue}: an idle queue still holding it turned OK"
+        assert _next_state(alarm, "OK", MISSING) == "OK", f"{queue}: an idle empty queue left OK"
+        assert _next_state(alarm, held, 0) == "OK", f"{queue}: a redriven queue did not clear"
