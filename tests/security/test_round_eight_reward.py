@@ -284,7 +284,8 @@ MULTI_PART = {
     "question marks": "Quick yes/no for each: negatives raise? fractions cut? hour always shown? padded minutes?",
     "commas": "Yes or no for each: negatives raise, fractions cut, hour shown, minutes padded?",
     "lines": "Please answer each line yes or no:\n- negatives raise\n- fractions cut\n- minutes padded",
-    "semicolons": "Two quick ones; do negatives raise; are fractions cut?",
+    # (round thirty-one: "fractions" matched no detail; the "two" of "Two quick ones" made the second one)
+    "semicolons": "Two quick ones; do negatives raise; are fractional parts cut?",
 }
 
 

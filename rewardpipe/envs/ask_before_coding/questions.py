@@ -24,6 +24,7 @@ from typing import Any
 
 from rewardpipe.envs.ask_before_coding.words import (  # noqa: F401 - STOPWORDS, FILLER, GENERIC_CUES: this API
     _INLINE_CODE,
+    COUNT_WORDS,
     FILLER,
     GENERIC_CUES,
     QUALIFIERS,
@@ -106,14 +107,111 @@ _OWN_MOVE = re.compile(
 )
 # "one" as a pronoun ("Which one?", "this one"), where it names no number: "one hour" and "1" still do.
 _PRONOUN_ONE = re.compile(r"\b(?:which|this|that|each|either|any|the\s+other)\s+one\b", re.IGNORECASE)
+#: Where "case" means an instance, not letter case ("What's the use case?", "Test cases?", "In that case, ok?", "Is
+#: that the case?" told "matching is case-insensitive" on 9 bundled tasks): after a noun it makes a compound with,
+#: after "in" (and a determiner), and as what a statement is said to be ("is that the case", "if that's the case").
+#: The word "case" goes, what the instance is of stays ("In the case of an empty list?" asks about empty lists);
+#: letter case is asked as before ("Does case matter?", "Upper case?", "Is the case preserved?"). ("edge cases" is
+#: left as it was: "edge" asks for the requirements in general, and what the simulators tell then is pinned by the
+#: golden runs, tests/envs/test_ask_before_coding_golden.py.)
+_INSTANCE_COMPOUNDS = frozenset(
+    (
+        "use",
+        "test",
+        "worst",
+        "best",
+        "base",
+        "corner",
+        "special",
+        "general",
+        "typical",
+        "common",
+        "average",
+        "normal",
+        "simple",
+        "trivial",
+        "real",
+        "business",
+        "failure",
+        "happy",
+        "extreme",
+        "boundary",
+        "unit",
+        "example",
+        "sample",
+        "border",
+        "limit",
+        "odd",
+        "rare",
+    )
+)
+_IN_DETERMINERS = frozenset(
+    (
+        "any",
+        "that",
+        "this",
+        "which",
+        "each",
+        "either",
+        "every",
+        "such",
+        "some",
+        "no",
+        "the",
+        "whichever",
+        "whatever",
+        "most",
+        "many",
+    )
+)
+_THAT = frozenset(("that", "this", "it", "which"))
+_COPULAS = frozenset(("is", "was", "isn't", "wasn't"))
+_CASE_ADVERBS = frozenset(("not", "really", "still", "always"))
+#: How far before a "case" its reading is decided: the few words before it.
+_CASE_CONTEXT = 48
+_CASE = re.compile(r"\bcases?\b", re.IGNORECASE)
+_PLAIN_WORD = re.compile(r"[a-z']+")
+
+
+def _is_an_instance(before: list[str]) -> bool:
+    """Whether "case" after the words ``before`` (lower case, "'" for apostrophes) means an instance."""
+    last = before[-1] if before else ""
+    if last in _INSTANCE_COMPOUNDS or last == "in" or (last in _IN_DETERMINERS and before[-2:-1] == ["in"]):
+        return True
+    if last != "the":
+        return False
+    said = before[:-1]
+    if said and said[-1] in _CASE_ADVERBS:
+        said = said[:-1]
+    # "is that the case" / "that's the case", "that is the case"
+    return (said[-1:] != [] and said[-1] in {f"{that}'s" for that in _THAT}) or (
+        len(said) >= 2
+        and ((said[-2] in _COPULAS and said[-1] in _THAT) or (said[-2] in _THAT and said[-1] in ("is", "was")))
+    )
+
+
+def _without_case_as_instance(prose: str) -> str:
+    """``prose`` without the word "case" where it means an instance (:data:`_INSTANCE_COMPOUNDS`). Linear: one
+    pass for the word, then a bounded look at the few words before each."""
+    if "case" not in prose.lower():
+        return prose
+    parts, at = [], 0
+    for match in _CASE.finditer(prose):
+        window = prose[max(0, match.start() - _CASE_CONTEXT) : match.start()].lower().replace("\u2019", "'")
+        if _is_an_instance(_PLAIN_WORD.findall(window)[-4:]):
+            parts.append(prose[at : match.start()])
+            at = match.end()
+    parts.append(prose[at:])
+    return " ".join(parts)
 
 
 def _subject_words(text: str, entry_point: str = "") -> set[str]:
     """Content words of ``text``'s prose: no fenced code, not the function's name, not the programmer's own next
-    move (:data:`_OWN_MOVE`) or a pronoun "one"; of its inline code spans, only the values and exact names
-    (``format_duration(-5)``, ``ValueError``), never their words."""
+    move (:data:`_OWN_MOVE`), a pronoun "one" or "case" as an instance (:func:`_without_case_as_instance`); of its
+    inline code spans, only the values and exact names (``format_duration(-5)``, ``ValueError``), never their words."""
     prose, spans = read_as_asked(text)
     prose = _PRONOUN_ONE.sub(lambda m: m.group()[: -len("one")], _OWN_MOVE.sub(" ", prose))
+    prose = _without_case_as_instance(prose)
     if entry_point:
         # The name as a whole identifier, in any case (a token-by-token pass: linear in the prose however
         # long the name is, where a search for the name at every position would multiply the two).
@@ -166,6 +264,8 @@ def question_subject(question: str, prompt: str = "", entry_point: str = "") -> 
         request = _subject_words(prompt, entry_point) - FILLER
         if request and len(subject & request) / len(subject | request) >= RESTATEMENT_OVERLAP:
             subject -= request
+    if subject <= COUNT_WORDS:
+        subject = set()  # how many, of nothing ("One?", "Two?"): what a count is of names the subject
     return QuestionSubject(frozenset(subject), generic)
 
 
@@ -191,7 +291,10 @@ def best_spec_match(
     doc_freq = {w: sum(1 for iw in item_words if w in iw) for w in words}
 
     def score(i: int) -> float:
-        return sum(math.log(1 + len(spec) / doc_freq[w]) for w in words if w in item_words[i])
+        shared = words & item_words[i]
+        if shared <= COUNT_WORDS:
+            return 0.0  # only a count in common ("one" of "one hour"): the question did not ask about that item
+        return sum(math.log(1 + len(spec) / doc_freq[w]) for w in shared)
 
     unrevealed = [i for i in range(len(spec)) if i not in revealed]
     best_new = max(unrevealed, key=score, default=None)

@@ -589,7 +589,26 @@ _STOPWORD_FORMS = [
     # the irregular forms, and the light verbs that say what becomes of a subject without naming one ("Becomes?")
     *_IRREGULAR_FORMS.split(),
 ]
+_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+_TEENS = ["ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 QUALIFIERS = frozenset(_stem(word) for word in (*_QUALIFIER_WORDS, *_STOPWORD_FORMS))
+#: Words of how many ("one", "two", "single", "double", "thousand"): a spec item counts its nouns with them ("durations
+#: of one hour", "a single hyphen", "double quotes"), so alone they name no subject ("One?", "Two?", "Is a one-liner
+#: fine?" told "durations of one hour" on 13 bundled tasks, round thirty-one). Unlike QUALIFIERS they stay beside a
+#: noun, to tell which item it is ("What about zero people?" is the item of zero people, not another of people), but
+#: a spec item sharing only them with a question is no match (``questions.best_spec_match``). A number in digits
+#: is a value, not one of these ("Is 0 valid?").
+COUNT_WORDS = frozenset(
+    _stem(word)
+    for word in (
+        *_UNITS,
+        *_TEENS,
+        *_TENS,
+        *("single", "double", "triple", "twice", "thrice", "multiple", "dozen", "hundred", "thousand", "million"),
+        *("billion", "trillion"),
+    )
+)
 
 
 def content_words(text: str) -> set[str]:
@@ -737,9 +756,6 @@ def _read_leet_token(match: re.Match[str]) -> str:
 
 # --- numbers written as words: the loop check reads "three" as "3" --------------------------------------------
 
-_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
-_TEENS = ["ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
-_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 #: The value of each number word (lower case, as the loop check reads normalised text): units, teens, tens.
 NUMBER_WORDS = {
     **{word: value for value, word in enumerate(_UNITS)},
