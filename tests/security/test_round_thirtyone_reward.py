@@ -11,6 +11,12 @@ R2. "case" meaning an instance read as letter case: "What's the use case?", "Tes
 "Is that the case?" revealed "matching is case-insensitive" (or the like) on 9 bundled tasks. "case" after a noun it
 makes a compound with, after "in" (and a determiner), and in "is that the case" names no subject; letter case is
 asked as before ("Does case matter?", "Upper case?", "Is the case preserved?").
+
+R3. A question's frame alone drew a hidden detail: "What should the result be?" told "the result is a list of (word,
+count) tuples" on 10 bundled tasks where "What should the output be?" asked nothing ("output" is a stopword),
+"Numbers?" a detail on 17. The words the loop check already reads as the framing stopwords ("result", "number",
+"argument", "amount", "produce"...) name no subject alone; beside another word they say what it is of ("What type is
+the result?", "What about negative numbers?").
 """
 
 from __future__ import annotations
@@ -120,9 +126,13 @@ def test_a_count_of_nothing_then_the_code_scores_as_a_guess(question, task_id):
         ("Double quotes?", "abc-015-parse-csv-line", "double quotes"),
         ("Is one hour written as 1:00:00?", "abc-001-format-duration", "one hour or more"),
         ("Should a single hyphen separate words?", "abc-002-slugify-title", "single hyphen"),
+        # R3: what a frame is said of
+        ("What type is the result?", "abc-005-top-words", "list of (word, count) tuples"),
+        ("What about negative numbers?", "abc-003-split-bill", "negative number of people"),
+        ("Is the result sorted?", "abc-014-merge-intervals", "sorted by start"),
     ],
 )
-def test_a_count_beside_its_noun_still_asks_and_picks_the_item(question, task_id, told):
+def test_a_count_or_a_frame_beside_its_noun_still_asks_and_picks_the_item(question, task_id, told):
     assert told in (_asked(question, task_id) or ""), _asked(question, task_id)
 
 
@@ -181,6 +191,39 @@ def test_letter_case_is_still_asked(question):
 def test_what_an_instance_is_of_is_still_asked():
     assert _asked("What should happen in the case of an empty string?", "abc-004-parse-bool") is not None
     assert _drawn(["What happens in the case of an empty string?"])
+
+
+# -- R3: a question's frame alone asks nothing ------------------------------------------------------------------
+
+FRAMES_ALONE = [
+    "What should the result be?",
+    "What's the result?",
+    "Results?",
+    "Number?",
+    "Which numbers?",
+    "Amount?",
+    "Arguments?",
+    "What does it produce?",
+    "The result, ok?",
+]
+
+
+def test_a_frame_alone_draws_no_detail_on_any_bundled_task():
+    drawn = _drawn(FRAMES_ALONE)
+    assert not drawn, f"{len(drawn)} details drawn, e.g. {drawn[:5]}"
+
+
+def test_a_frame_alone_asks_what_its_stopword_twin_asks():
+    from rewardpipe.envs.ask_before_coding.questions import question_subject
+
+    for frame, twin in [("What should the result be?", "What should the output be?"), ("Numbers?", "Inputs?")]:
+        assert question_subject(frame).asks_nothing == question_subject(twin).asks_nothing is True
+
+
+def test_a_frame_alone_then_the_code_scores_as_a_guess():
+    with_state, alone, reply = _question_then_code("What should the result be?", "abc-005-top-words")
+    assert with_state == (0.0, -1.0), reply
+    assert alone == (0.0, -1.0), reply
 
 
 @pytest.mark.slow

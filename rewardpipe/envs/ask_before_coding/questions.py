@@ -26,6 +26,7 @@ from rewardpipe.envs.ask_before_coding.words import (  # noqa: F401 - STOPWORDS,
     _INLINE_CODE,
     COUNT_WORDS,
     FILLER,
+    FRAMING,
     GENERIC_CUES,
     QUALIFIERS,
     STOPWORDS,
@@ -264,8 +265,10 @@ def question_subject(question: str, prompt: str = "", entry_point: str = "") -> 
         request = _subject_words(prompt, entry_point) - FILLER
         if request and len(subject & request) / len(subject | request) >= RESTATEMENT_OVERLAP:
             subject -= request
-    if subject <= COUNT_WORDS:
-        subject = set()  # how many, of nothing ("One?", "Two?"): what a count is of names the subject
+    if subject <= COUNT_WORDS | FRAMING:
+        # how many of nothing ("One?", "Two?"), or a question's frame alone ("What should the result be?", "Numbers?"):
+        # what a count is of, or what is asked of the result, names the subject
+        subject = set()
     return QuestionSubject(frozenset(subject), generic)
 
 

@@ -592,7 +592,17 @@ _STOPWORD_FORMS = [
 _UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 _TEENS = ["ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
 _TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+#: The words a question is framed with whatever it asks, beside the stopwords "input", "output" and "return": what
+#: goes in ("argument", "parameter", "number"), what comes out ("result"), what is done with it ("produce", "handle").
+#: The loop check reads them as stopwords (the first of its synonym groups). Alone they name no subject either (round
+#: thirty-one: "What should the result be?" told "the result is a list of tuples" on 10 bundled tasks where "What
+#: should the output be?" asked nothing, "Numbers?" a detail on 17; ``questions.question_subject``); beside another
+#: word they say what it is of ("What type is the result?", "How long is a card number?").
+FRAMING_WORDS = (
+    "input argument argu arg param parameter result number numb amount produc yield emit handl treat deal process cop"
+)
 QUALIFIERS = frozenset(_stem(word) for word in (*_QUALIFIER_WORDS, *_STOPWORD_FORMS))
+FRAMING = frozenset(_stem(word) for word in FRAMING_WORDS.split())
 #: Words of how many ("one", "two", "single", "double", "thousand"): a spec item counts its nouns with them ("durations
 #: of one hour", "a single hyphen", "double quotes"), so alone they name no subject ("One?", "Two?", "Is a one-liner
 #: fine?" told "durations of one hour" on 13 bundled tasks, round thirty-one). Unlike QUALIFIERS they stay beside a
@@ -698,8 +708,8 @@ _LEET_TOKEN = re.compile("[a-z0-9" + re.escape("".join(c for c in LEET if not c.
 # Synonyms a question is reworded with, for the loop check only (the reply rules keep ``SYNONYMS``): a group
 # is one concept, its first word the name. Words a question is framed with whatever it asks ("argument" for
 # "input", "result" for "output", "treat" for "handle", itself filler) are in the first group, read as stopwords.
-_LOOP_SYNONYM_GROUPS = """
-    input argument argu arg param parameter result number numb amount produc yield emit handl treat deal process cop
+_LOOP_SYNONYM_GROUPS = f"""
+    {FRAMING_WORDS}
     allow accept permit support
     reject refus disallow forbid prohibit
     remov delet strip eras
