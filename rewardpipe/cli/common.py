@@ -325,6 +325,13 @@ def build_thresholds(
         usage_fail(f"bad threshold{' ' + where if where else ''}: {first['msg'].removeprefix('Value error, ')}")
 
 
+def warn_of_run(warnings: list[dict[str, str]]) -> None:
+    """A ``warning: KIND: message`` line on stderr for each warning about a run as a whole (``monitor`` and
+    ``run`` alike; ``--json`` carries them under ``warnings``)."""
+    for warning in warnings:
+        note(f"warning: {warning['kind']}: {warning['message']}")
+
+
 def nothing_scored(records: int, scored: int, kinds: Mapping[str, int], example: str | None) -> bool:
     """True, after an ``error:`` line saying so, when records were written and not one of them was scored (every
     rollout an error record: an endpoint down, a replay that never matches). The records stay as evidence; the

@@ -44,6 +44,7 @@ from rewardpipe.cli.common import (
     parse_options,
     save_manifest,
     utc_now,
+    warn_of_run,
     with_threshold_options,
 )
 from rewardpipe.cli.progress import count_lines, progress_bars
@@ -267,6 +268,7 @@ def run(
     # no code starts no sandbox.
     executor, own_executor = _executor(env, workers)
     from rewardpipe.monitoring import MonitorState, StoreAlarmSink, load_state, monitor_step, state_key
+    from rewardpipe.monitoring.messages import run_warnings
 
     try:
         store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
@@ -432,10 +434,12 @@ def run(
                 "failed_writes": writer.failed_writes,
                 "steps": [r.to_dict() for r in reports],
                 "alarms": [a.to_dict() for a in all_alarms],
+                "warnings": run_warnings(reports),
             }
         )
     else:
         _print_run_summary(run_id, store.path_of(run_prefix(run_id)), reports, all_alarms)
+    warn_of_run(run_warnings(reports))
     exit_for_losses(writer, alarm_failures, unchecked_steps, resume=_resume_hint("run", run_id, out_dir))
     if unknown:
         _report_unknown_tasks(Counter(str(u.task_id) for u in unknown), tasks)

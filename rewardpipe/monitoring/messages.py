@@ -169,3 +169,33 @@ def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str
         f"{fmt(s['std'])}, mean within-group std {fmt(s['within_group_std_mean'])}): it depends on the "
         f"prompt, not on the response, so GRPO learns nothing from it; batch std hides this, group std shows it"
     )
+
+
+#: ``kind`` of the warning for a run whose every group holds one rollout (see :func:`run_warnings`).
+SINGLE_ROLLOUT_GROUPS = "single_rollout_groups"
+
+
+def run_warnings(reports: list[Any]) -> list[dict[str, str]]:
+    """Warnings about the run as a whole (each ``{"kind", "message"}``), apart from verdicts and alarms.
+
+    ``single_rollout_groups``: every group of every step holds one record. GRPO's advantage compares a rollout with
+    the others of its group, so the monitor judges nothing: each verdict stays ``insufficient_data``, no pool of
+    such steps reaches one, and no alarm can ever be raised. Each step said so in a verdict's message only; a run
+    of ``-k 1`` (or a group id per rollout) read as "no alarms". One group of two records anywhere: no warning."""
+    measured = [report for report in reports if report.records]
+    if not measured or any(report.records > report.groups for report in measured):
+        return []
+    rollouts = sum(report.records for report in measured)
+    steps = len(measured)
+    return [
+        {
+            "kind": SINGLE_ROLLOUT_GROUPS,
+            "message": (
+                f"every group of this run holds one rollout ({rollouts} rollouts in {rollouts} groups over {steps} "
+                f"step{'s' if steps != 1 else ''}): GRPO compares a rollout with the others of its group, so no "
+                f"verdict can be reached (each stays insufficient_data) and no alarm can be raised, whatever the "
+                f"rewards do; give each prompt 2 or more rollouts under one group_id (`run --group-size`, TRL's "
+                f"num_generations, verl's rollout.n)"
+            ),
+        }
+    ]

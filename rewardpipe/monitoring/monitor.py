@@ -28,6 +28,7 @@ from rewardpipe.monitoring.batch import RecordBatch, accumulate_batch
 from rewardpipe.monitoring.causes import diagnose
 from rewardpipe.monitoring.examples import choose_examples
 from rewardpipe.monitoring.hysteresis import track_component, track_errors
+from rewardpipe.monitoring.messages import run_warnings
 from rewardpipe.monitoring.pooling import StepHistory, pool_small_steps, stored_step
 from rewardpipe.monitoring.state import MonitorState, PendingDelivery, load_state, state_key
 from rewardpipe.monitoring.statistics import StepAcc, accumulate, last_copies, validated_records
@@ -55,6 +56,11 @@ class MonitorResult:
                 return report
         raise KeyError(f"no step {n} in this result (steps: {[r.step for r in self.steps]})")
 
+    @property
+    def warnings(self) -> list[dict[str, str]]:
+        """Warnings about the run as a whole (:func:`rewardpipe.monitoring.messages.run_warnings`)."""
+        return run_warnings(self.steps)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
@@ -63,6 +69,7 @@ class MonitorResult:
             "alarms": [alarm.to_dict() for alarm in self.alarms],
             "unreadable": list(self.unreadable),
             "state": self.state.to_dict(),
+            "warnings": self.warnings,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
