@@ -740,8 +740,9 @@ class RewardPipeMonitor:
     def _resume(self) -> None:
         """Go on after the steps this run already has in the store (a run resumed from a checkpoint under its
         ``run_id``): step numbers continue after the last stored one and the saved monitor state (its
-        hysteresis, its checked steps) is carried on, so nothing stored is written over. A store that cannot
-        be read is reported and tried again at the next batch; this batch is not stored."""
+        hysteresis, its checked steps, its open pools of small batches, whose stored batches are read back) is
+        carried on, so nothing stored is written over. A store that cannot be read is reported and tried again at
+        the next batch; this batch is not stored."""
         from rewardpipe.monitoring.state import load_state
 
         listing = getattr(self.store, "list_steps", None)  # a store of your own may only write: nothing to read
@@ -762,6 +763,13 @@ class RewardPipeMonitor:
             )
             self.batches = last + 1
             self.state = state or self.state
+            if steps and callable(getattr(self.store, "iter_records", None)):
+                # The saved state may hold a pool of small batches still open (``pooled_since``): its batches
+                # are read back from the store when it needs them, as monitor_step does, or the pool started over.
+                from rewardpipe.monitoring.pooling import StepHistory, stored_step
+
+                stored = sorted(set(steps))
+                self.history = StepHistory(load=stored_step(self.store, self.run_id), listing=lambda: stored)
         self._resumed = True
 
     @staticmethod
