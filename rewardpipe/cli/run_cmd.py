@@ -464,6 +464,20 @@ def _report_unknown_tasks(unknown: Counter[str], tasks: Path | None) -> None:
     )
 
 
+def _report_unreplayed(rollouts: list[str], total: int, env_name: str) -> None:
+    """Recordings the environment cannot replay (it answers otherwise than the recording, the conversation does
+    not open as it does) are stored as ``replay_failed`` error records; like a bad line or an unknown task, they
+    are an input problem the exit status (1) reports. With some rollouts scored, ``score`` said
+    "errors: replay_failed 1" and exited 0, so a script took a partly unreplayable file for a scored one."""
+    names = ", ".join(repr(printable(rollout[:80])) for rollout in rollouts[:5])
+    more = f" (and {len(rollouts) - 5} more)" if len(rollouts) > 5 else ""
+    error_line(
+        f"{len(rollouts)} of {total} recorded rollout(s) could not be replayed through environment "
+        f"'{printable(env_name)}': {names}{more}; they are stored as replay_failed error records (is it the "
+        f"environment, version and --env-option they were recorded with? see each record's error message)"
+    )
+
+
 def _refuse_unscripted_tasks(env: Any, tasks: list[Any]) -> None:
     """``--policy scripted`` plays the environment's ``scenarios(task)``: a task it gives none for made every
     rollout of it a ``policy_error`` (and the error alarm sent the user to a policy endpoint there is none of).
@@ -635,8 +649,9 @@ def score(
     """Score recorded rollouts (through an environment) or single-turn samples (with a reward) as they are.
 
     A bad line is reported and skipped; the rest are scored (exit 1). A rollout naming a task not in --tasks is
-    stored as an unknown_task error record and reported (exit 1). If not one rollout is scored (every one an
-    error record, kept in the store), that is said and the exit status is 1 too.
+    stored as an unknown_task error record and reported (exit 1), as is a recorded rollout the environment
+    cannot replay (replay_failed). If not one rollout is scored (every one an error record, kept in the store),
+    that is said and the exit status is 1 too.
 
     The file is streamed: ``--batch-size`` lines at a time are read, executed, scored, written and printed, so
     memory does not grow with the file (only the set of ids seen, to refuse repeats).
@@ -711,6 +726,7 @@ def score(
     error_kinds: Counter[str] = Counter()
     unknown_tasks: Counter[str] = Counter()  # task id -> rollouts naming it that the task file does not hold
     taskless: list[str] = []  # samples naming no task (no task_id) whose group is no task of the file either
+    unreplayed: list[str] = []  # recorded rollouts the environment could not replay (replay_failed)
     first_error: list[str] = []  # the first error record, as an example for the summary
     lazy_executor: list[Any] = []
 
@@ -764,6 +780,8 @@ def score(
                         taskless.append(record.rollout_id)
                     elif record.error.kind == "unknown_task":
                         unknown_tasks[str(record.task_id)] += 1
+                    elif record.error.kind == "replay_failed":
+                        unreplayed.append(record.rollout_id)
                     if not first_error:
                         first_error.append(f"{record.rollout_id}: {record.error.message}")
             if as_json:
@@ -826,7 +844,10 @@ def score(
             f"{more}; they are stored as unknown_task error records (give each sample its task_id)"
         )
     failed = nothing_scored(scored + errors, scored, error_kinds, first_error[0] if first_error else None)
-    if bad_lines or unknown_tasks or taskless or failed:
+    if unreplayed and not failed:
+        assert env is not None  # only an environment's recordings are replayed
+        _report_unreplayed(unreplayed, scored + errors, env.name)
+    if bad_lines or unknown_tasks or taskless or unreplayed or failed:
         raise typer.Exit(1)
 
 

@@ -266,11 +266,11 @@ def test_score_whose_every_sample_is_an_error_record_exits_1(cli, tmp_path):
     result = cli("score", path, "--env", "wordle", "--tasks", tasks, "--out", tmp_path / "s", "--run-id", "r")
     assert result.exit_code == 1, result.output
     assert "no rollout was scored" in result.stderr and "replay_failed 2" in result.stderr
-    # one scored rollout among the errors is a run that measured something: exit 0, as before
+    # one scored rollout among the errors is a run that measured something: it does not say "no rollout was
+    # scored" (round thirty-one: the rollout that failed replay still makes the exit status 1, and is named)
     path = write_jsonl(tmp_path / "mixed.jsonl", _wordle_rollouts([], system))
-    assert (
-        cli("score", path, "--env", "wordle", "--tasks", tasks, "--out", tmp_path / "m", "--run-id", "r").exit_code == 0
-    )
+    mixed = cli("score", path, "--env", "wordle", "--tasks", tasks, "--out", tmp_path / "m", "--run-id", "r")
+    assert "no rollout was scored" not in mixed.stderr and "1 of 2 recorded rollout(s)" in mixed.stderr
 
 
 def test_show_of_a_single_turn_sample_does_not_speak_of_an_environment(cli, tmp_path, monkeypatch):

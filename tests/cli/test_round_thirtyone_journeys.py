@@ -61,3 +61,28 @@ def test_monitor_of_records_with_one_rollout_per_group_warns(cli, tmp_path):
     both = write_jsonl(tmp_path / "two.jsonl", [*rows, _row(2, 0, 1, 1.0)])
     assert "single_rollout_groups" not in cli("monitor", both).output
     assert json.loads(cli("monitor", both, "--json").stdout)["warnings"] == []
+
+
+# `score` of recordings some of which the environment cannot replay: reported, and the exit status says so
+
+
+def test_score_whose_some_rollouts_fail_replay_names_them_and_exits_1(cli, tmp_path):
+    from rewardpipe.envs.wordle.environment import POLICY_SYSTEM_PROMPT
+    from rewardpipe.store import LocalStore
+    from tests.cli.test_round_thirty_journeys import _wordle_rollouts
+
+    system = [{"role": "system", "content": POLICY_SYSTEM_PROMPT}]
+    path = write_jsonl(tmp_path / "mixed.jsonl", _wordle_rollouts([], system, [], system))
+    tasks = BUNDLED_TASKS.parent / "wordle_tasks.jsonl"
+    out = tmp_path / "m"
+    result = cli("score", path, "--env", "wordle", "--tasks", tasks, "--out", out, "--run-id", "r")
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.stderr.split())
+    assert "2 of 4 recorded rollout(s) could not be replayed through environment 'wordle'" in text, result.output
+    assert "'r1', 'r3'" in text and "system message" in result.stdout  # the summary's example
+    assert "no rollout was scored" not in text  # two were: the run measured something, and says what it lost
+    kinds = sorted(str(r.error.kind) if r.error else r.status for r in LocalStore(out).iter_records("r"))
+    assert kinds == ["replay_failed", "replay_failed", "scored", "scored"]  # kept, as before
+    # every recording replayed: exit 0, as before
+    clean = write_jsonl(tmp_path / "clean.jsonl", _wordle_rollouts([], []))
+    assert cli("score", clean, "--env", "wordle", "--tasks", tasks, "--out", tmp_path / "c").exit_code == 0
