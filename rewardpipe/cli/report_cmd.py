@@ -14,7 +14,14 @@ from typing import Any
 import typer
 
 from rewardpipe.cli.application import app, error_line, fail, note, usage_fail, write_json_line
-from rewardpipe.cli.common import check_output_dir, check_output_file, no_transcript_store, rollouts_hint, same_file
+from rewardpipe.cli.common import (
+    check_output_dir,
+    check_output_file,
+    no_transcript_store,
+    rollouts_hint,
+    same_file,
+    warn_of_run,
+)
 
 
 def _one_run(
@@ -150,6 +157,7 @@ def report(
     else:
         data = reports[0]
         page = render_report(data)
+        warn_of_run(data["warnings"])
     if out is not None:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -317,7 +317,16 @@ def _advantage(report: dict[str, Any]) -> str:
 
 def _triage(report: dict[str, Any]) -> str:
     entries = report["task_triage"]
+    judged, tasks = report.get("triage_tasks_judged", report["tasks"]), report["tasks"]
+    unjudged = (
+        f'<p class="note">Judged: {judged} of {tasks} tasks. The others have no group where a component has 2 or '
+        f"more values (one rollout per group, or the rest errors): whether they teach anything is not known.</p>"
+        if judged < tasks
+        else ""
+    )
     if not entries:
+        if judged < tasks:
+            return f"<p>No judged task gives a component no signal.</p>{unjudged}"
         return "<p>Every task gives every component some signal.</p>"
     rows = "".join(
         f'<tr><td class="l">{_t(e["task_id"])}</td><td class="l">{_t(e["component"])}</td>'
@@ -334,7 +343,7 @@ def _triage(report: dict[str, Any]) -> str:
         f"<p>{len(entries)} (task, component) pairs give no signal: in every group of the task the component "
         f"did not vary. <b>never</b>: always at its minimum; <b>always</b>: always at its maximum; "
         f'<b>constant</b>: another value.</p><table><tr><th class="l">task</th><th class="l">component</th>'
-        f'<th class="l">verdict</th><th>value</th><th>groups</th><th>steps</th></tr>{rows}</table>{more}'
+        f'<th class="l">verdict</th><th>value</th><th>groups</th><th>steps</th></tr>{rows}</table>{more}{unjudged}'
     )
 
 
@@ -415,6 +424,10 @@ def _summary(report: dict[str, Any]) -> str:
         f"({report['errors']} error records, excluded) · {report['groups']} groups · {report['tasks']} "
         f"tasks · steps {report['steps'][0] if report['steps'] else '–'}–"
         f"{report['steps'][-1] if report['steps'] else '–'} · {len(report['alarms'])} alarm(s)</p>{progress}"
+        + "".join(
+            f'<p class="sub"><b>warning: {_t(w["kind"])}</b>: {_t(w["message"])}</p>'
+            for w in report.get("warnings", [])
+        )
     )
 
 

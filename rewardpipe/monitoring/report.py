@@ -17,7 +17,7 @@ from rewardpipe.monitoring.columns import RunColumns, group_rows, paused_gc, tee
 from rewardpipe.monitoring.monitor import monitor_records
 from rewardpipe.monitoring.signal import within_group_correlation
 from rewardpipe.monitoring.thresholds import Thresholds
-from rewardpipe.monitoring.triage import task_triage
+from rewardpipe.monitoring.triage import judged_tasks, task_triage
 from rewardpipe.store import transcript_key
 from rewardpipe.transcripts import tool_call_parts
 
@@ -220,7 +220,9 @@ def report_content(
         "correlation": {"components": grouped.names, "matrix": within_group_correlation(grouped)},
         "advantage_share": {"run": run_shares},  # per step: series[<component>]["advantage_share"]
         "task_triage": task_triage(columns, grouped, known_ranges),
+        "triage_tasks_judged": judged_tasks(columns, grouped),
         "thresholds": result.thresholds.model_dump(mode="json"),
+        "warnings": result.warnings,
     }
 
 

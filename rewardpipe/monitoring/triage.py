@@ -81,6 +81,15 @@ def task_triage(
     return entries
 
 
+def judged_tasks(columns: RunColumns, grouped: Grouped) -> int:
+    """How many tasks triage could judge: those with a group where some component has 2+ values. A task
+    without one (one rollout per group, or its groups' others errors) is neither listed nor known to teach."""
+    if not grouped.names or len(grouped.group_codes) == 0:
+        return 0
+    eligible = (grouped.count >= 2).any(axis=1)
+    return len(np.unique(_task_of_groups(columns, grouped)[eligible]))
+
+
 def _task_of_groups(columns: RunColumns, grouped: Grouped) -> np.ndarray:
     """The task code of each per-group entry (a group has one task; its first row says which)."""
     tasks = np.frombuffer(columns.tasks, dtype=np.int64)

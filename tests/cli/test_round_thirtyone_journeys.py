@@ -86,3 +86,40 @@ def test_score_whose_some_rollouts_fail_replay_names_them_and_exits_1(cli, tmp_p
     # every recording replayed: exit 0, as before
     clean = write_jsonl(tmp_path / "clean.jsonl", _wordle_rollouts([], []))
     assert cli("score", clean, "--env", "wordle", "--tasks", tasks, "--out", tmp_path / "c").exit_code == 0
+
+
+# `report` of such a run: the page said "Every task gives every component some signal" over no group of two
+
+
+def _page_text(path) -> str:
+    import html
+    import re
+
+    page = re.sub(r"<style.*?</style>", "", path.read_text(), flags=re.S)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def test_report_of_one_rollout_groups_warns_and_claims_no_signal(cli, tmp_path):
+    rows = [_row(step, g, 0, float(g % 2)) for step in range(2) for g in range(6)]
+    path = write_jsonl(tmp_path / "records.jsonl", rows)
+    result = cli("report", path, "--out", tmp_path / "r.html")
+    assert result.exit_code == 0, result.output
+    assert "warning: single_rollout_groups" in result.stderr
+    text = _page_text(tmp_path / "r.html")
+    assert "Every task gives every component some signal" not in text
+    assert "single_rollout_groups" in text and "0 of 6 tasks" in text
+    data = json.loads(cli("report", path, "--json").stdout)
+    assert [w["kind"] for w in data["warnings"]] == ["single_rollout_groups"] and data["triage_tasks_judged"] == 0
+
+
+def test_report_says_which_tasks_triage_could_judge(cli, tmp_path):
+    # task t0 has a group of two varying rollouts; t1..t5 one rollout a group: only t0 is judged
+    rows = [_row(0, g, 0, float(g % 2)) for g in range(6)] + [_row(0, 0, 1, 1.0)]
+    path = write_jsonl(tmp_path / "records.jsonl", rows)
+    assert cli("report", path, "--out", tmp_path / "r.html").exit_code == 0
+    text = _page_text(tmp_path / "r.html")
+    assert "Every task gives every component some signal" not in text and "1 of 6 tasks" in text
+    # every task judged: the sentence as before
+    full = [_row(0, g, k, float(k)) for g in range(4) for k in range(2)]
+    assert cli("report", write_jsonl(tmp_path / "f.jsonl", full), "--out", tmp_path / "f.html").exit_code == 0
+    assert "Every task gives every component some signal" in _page_text(tmp_path / "f.html")
