@@ -27,6 +27,8 @@ given a store, writes the records so ``rewardpipe monitor`` and ``rewardpipe rep
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import os
@@ -35,7 +37,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from rewardpipe.models import MAX_SCORE_MAGNITUDE, Message, chat_role, content_to_text, nova_fields
+from rewardpipe.models import (
+    MAX_SCORE_MAGNITUDE,
+    MAX_TASK_ID_LENGTH,
+    Message,
+    chat_role,
+    content_to_text,
+    id_problem,
+    nova_fields,
+)
 from rewardpipe.rewards import Reward, ScoringInput, get_reward
 from rewardpipe.single_turn import score_samples
 
@@ -178,6 +188,23 @@ def _text(value: Any) -> str:
     return "" if answer is None else answer
 
 
+def prompt_task_id(prompt: Any, columns: Mapping[str, Sequence[Any]], index: int) -> str:
+    """The task a single-turn completion answers, for its stored record: the dataset's ``task_id`` column when it
+    holds a valid id (text or a number), else ``prompt-`` and a digest of the prompt, so one prompt is one task
+    in every batch and at any position (the group's position, ``p0``, named unrelated prompts one task)."""
+    named = columns.get("task_id")
+    value = named[index] if named is not None and index < len(named) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str) and value and len(value) <= MAX_TASK_ID_LENGTH and id_problem(value) is None:
+        return value
+    try:
+        text = json.dumps(prompt, sort_keys=True, default=str, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):  # a prompt no JSON can hold: never the batch's failure
+        text = f"<unreadable {type(prompt).__name__}>"
+    return "prompt-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def _has_answer(value: Any) -> bool:
     """Whether a completion holds an answer to score (:func:`_answer`): the message read as the answer is the
     one this checks, so a completion is never scored on one message and judged on another."""
@@ -295,6 +322,7 @@ class BatchScorer:
                         column[index] = None
                 else:
                     batch.rows()[index] = dict.fromkeys(self.reward.component_names)
+        batch.details = [{"task_id": prompt_task_id(prompt, key.columns, i)} for i, prompt in enumerate(key.prompts)]
         return batch
 
     def _warn_without_reference(self, key: BatchKey) -> None:

@@ -52,3 +52,50 @@ class TestResumedCallbackKeepsItsPool:
         whole = RewardPipeMonitor(reward="gsm8k", run_id="whole", store=LocalStore(tmp_path / "w"))
         _train(whole, 4, dead)
         assert whole.reports[-1].components["format"].pooled_steps == [0, 1, 2, 3]
+
+
+def _call(callback, prompts: list[str], **columns) -> None:
+    """One batch of groups of four (one prompt each) through every reward function of the callback."""
+
+    class Trainer:
+        reward_funcs, reward_weights, num_generations = callback.reward_funcs, [0.5, 1.0], 4
+        model = SimpleNamespace(training=True)
+
+        def log(self, name, value):
+            pass
+
+    batch = [p for p in prompts for _ in range(4)]
+    completions = [f"#### {i % 3}" for i in range(len(batch))]
+    for fn in callback.reward_funcs:
+        fn(prompts=batch, completions=completions, answer=["1"] * len(batch), log_metric=Trainer().log, **columns)
+
+
+class TestStoredTrlRecordsNameTheirPrompt:
+    """The TRL callback stored a single-turn batch's records under the task id of the group's position in the
+    batch (``p0``, ``p1``...): group 0 of every batch was "task p0", whatever its prompt, so ``report``'s task
+    triage and task counts mixed unrelated prompts (and split one prompt seen at two positions). A record's
+    task is now the dataset's ``task_id`` column when it holds a valid id, else a digest of the prompt."""
+
+    def test_task_ids_follow_the_prompt_not_its_position(self, tmp_path):
+        from rewardpipe.integrations.trl import RewardPipeMonitor
+
+        store = LocalStore(tmp_path)
+        callback = RewardPipeMonitor(reward="gsm8k", run_id="run", store=store)
+        _call(callback, ["what is 1?", "what is 2?"])
+        _call(callback, ["what is 3?", "what is 1?"])
+        assert not callback.failures
+        tasks = {(r.step, r.group_id): r.task_id for r in store.iter_records("run")}
+        assert tasks[(0, "g0")] == tasks[(1, "g1")]  # one prompt, one task, at any position
+        assert tasks[(0, "g0")] != tasks[(1, "g0")] and tasks[(0, "g0")] != tasks[(0, "g1")]
+        assert all(task.startswith("prompt-") for task in tasks.values())
+
+    def test_a_task_id_column_names_the_task_when_it_is_a_valid_id(self, tmp_path):
+        from rewardpipe.integrations.trl import RewardPipeMonitor
+
+        store = LocalStore(tmp_path)
+        callback = RewardPipeMonitor(reward="gsm8k", run_id="run", store=store)
+        _call(callback, ["what is 1?", "what is 2?"], task_id=["t-one"] * 4 + ["bad\x1b[2J"] * 4)
+        assert not callback.failures
+        tasks = {r.group_id: r.task_id for r in store.iter_records("run")}
+        assert tasks["g0"] == "t-one" and tasks["g1"].startswith("prompt-")  # a hostile id is not stored
+        assert len(list(store.iter_records("run"))) == 8
