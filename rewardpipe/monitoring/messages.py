@@ -191,9 +191,9 @@ def run_warnings(reports: list[Any]) -> list[dict[str, str]]:
         {
             "kind": SINGLE_ROLLOUT_GROUPS,
             "message": (
-                f"every group of this run holds one rollout ({rollouts} rollouts in {rollouts} groups over {steps} "
-                f"step{'s' if steps != 1 else ''}): GRPO compares a rollout with the others of its group, so no "
-                f"verdict can be reached (each stays insufficient_data) and no alarm can be raised, whatever the "
+                f"every group of the steps judged holds one rollout ({rollouts} rollouts in {rollouts} groups over "
+                f"{steps} step{'s' if steps != 1 else ''}): GRPO compares a rollout with the others of its group, so "
+                f"no verdict can be reached (each stays insufficient_data) and no alarm can be raised, whatever the "
                 f"rewards do; give each prompt 2 or more rollouts under one group_id (`run --group-size`, TRL's "
                 f"num_generations, verl's rollout.n)"
             ),
