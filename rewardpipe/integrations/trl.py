@@ -322,7 +322,12 @@ class BatchScorer:
                         column[index] = None
                 else:
                     batch.rows()[index] = dict.fromkeys(self.reward.component_names)
-        batch.details = [{"task_id": prompt_task_id(prompt, key.columns, i)} for i, prompt in enumerate(key.prompts)]
+        if self.on_complete is not None:  # the monitor stores each record under its prompt's task
+            prompts = list(key.prompts)
+            batch.details = [
+                {"task_id": prompt_task_id(prompts[i] if i < len(prompts) else None, key.columns, i)}
+                for i in range(len(key.completions))
+            ]
         return batch
 
     def _warn_without_reference(self, key: BatchKey) -> None:
