@@ -27,6 +27,7 @@ given a store, writes the records so ``rewardpipe monitor`` and ``rewardpipe rep
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -190,19 +191,25 @@ def _text(value: Any) -> str:
 
 def prompt_task_id(prompt: Any, columns: Mapping[str, Sequence[Any]], index: int) -> str:
     """The task a single-turn completion answers, for its stored record: the dataset's ``task_id`` column when it
-    holds a valid id (text or a number), else ``prompt-`` and a digest of the prompt, so one prompt is one task
-    in every batch and at any position (the group's position, ``p0``, named unrelated prompts one task)."""
+    holds a valid id (text or a number), else the id ``rewardpipe score`` gives a sample of that prompt with no
+    task_id (``p-`` and a digest of the prompt's messages), so one prompt is one task in every batch and at any
+    position (the group's position, ``p0``, named unrelated prompts one task)."""
+    from rewardpipe.single_turn import _prompt_group
+
     named = columns.get("task_id")
     value = named[index] if named is not None and index < len(named) else None
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if isinstance(value, str) and value and len(value) <= MAX_TASK_ID_LENGTH and id_problem(value) is None:
         return value
-    try:
-        text = json.dumps(prompt, sort_keys=True, default=str, ensure_ascii=False)
-    except (ValueError, TypeError, RecursionError):  # a prompt no JSON can hold: never the batch's failure
+    try:  # the prompt, then the answer's place (the digest is of what comes before the last assistant turn)
+        messages = [Message.model_validate(m) for m in _as_messages(prompt, "user")]
+        return _prompt_group([*messages, Message(role="assistant", content="")])
+    except Exception:  # noqa: BLE001 - a prompt no message can hold: a digest of its text, never the batch's failure
         text = f"<unreadable {type(prompt).__name__}>"
-    return "prompt-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        with contextlib.suppress(ValueError, TypeError, RecursionError):
+            text = json.dumps(prompt, sort_keys=True, default=str, ensure_ascii=False)
+        return "p-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _has_answer(value: Any) -> bool:

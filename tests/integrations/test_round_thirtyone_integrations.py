@@ -74,7 +74,7 @@ class TestStoredTrlRecordsNameTheirPrompt:
     """The TRL callback stored a single-turn batch's records under the task id of the group's position in the
     batch (``p0``, ``p1``...): group 0 of every batch was "task p0", whatever its prompt, so ``report``'s task
     triage and task counts mixed unrelated prompts (and split one prompt seen at two positions). A record's
-    task is now the dataset's ``task_id`` column when it holds a valid id, else a digest of the prompt."""
+    task is now the dataset's ``task_id`` column when it holds a valid id, else the prompt's id as `score` gives it."""
 
     def test_task_ids_follow_the_prompt_not_its_position(self, tmp_path):
         from rewardpipe.integrations.trl import RewardPipeMonitor
@@ -87,7 +87,13 @@ class TestStoredTrlRecordsNameTheirPrompt:
         tasks = {(r.step, r.group_id): r.task_id for r in store.iter_records("run")}
         assert tasks[(0, "g0")] == tasks[(1, "g1")]  # one prompt, one task, at any position
         assert tasks[(0, "g0")] != tasks[(1, "g0")] and tasks[(0, "g0")] != tasks[(0, "g1")]
-        assert all(task.startswith("prompt-") for task in tasks.values())
+        assert all(task.startswith("p-") for task in tasks.values())
+        # the id `rewardpipe score` gives a sample of the same prompt without a task_id
+        from rewardpipe.models import Message
+        from rewardpipe.single_turn import _prompt_group
+
+        asked = [Message(role="user", content="what is 1?"), Message(role="assistant", content="#### 1")]
+        assert tasks[(0, "g0")] == _prompt_group(asked)
 
     def test_a_task_id_column_names_the_task_when_it_is_a_valid_id(self, tmp_path):
         from rewardpipe.integrations.trl import RewardPipeMonitor
@@ -97,5 +103,13 @@ class TestStoredTrlRecordsNameTheirPrompt:
         _call(callback, ["what is 1?", "what is 2?"], task_id=["t-one"] * 4 + ["bad\x1b[2J"] * 4)
         assert not callback.failures
         tasks = {r.group_id: r.task_id for r in store.iter_records("run")}
-        assert tasks["g0"] == "t-one" and tasks["g1"].startswith("prompt-")  # a hostile id is not stored
+        assert tasks["g0"] == "t-one" and tasks["g1"].startswith("p-")  # a hostile id is not stored
         assert len(list(store.iter_records("run"))) == 8
+
+    def test_a_prompt_no_message_holds_still_gets_an_id(self):
+        from rewardpipe.integrations.trl import prompt_task_id
+
+        looped: list = []
+        looped.append(looped)  # neither a message list nor JSON
+        assert prompt_task_id(looped, {}, 0).startswith("p-")
+        assert prompt_task_id(b"\xff", {}, 0) == prompt_task_id(b"\xff", {}, 3)  # bytes: its text, at any position
