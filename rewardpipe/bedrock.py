@@ -8,7 +8,9 @@ environment's ``ctx.chat``) written against the local client runs unchanged on A
 * Messages in the OpenAI shape (``{"role", "content"}``) become Converse's: ``system`` messages go to the
   ``system`` blocks, ``user``/``assistant`` turns to ``messages`` (consecutive turns of one role merged:
   Converse wants them alternating, starting with the user), a ``tool`` message is passed as user text. A
-  message with no text but whitespace is left out: Converse refuses a blank text block ("is blank").
+  message with no text but whitespace is left out: Converse refuses a blank text block ("is blank"); a
+  conversation that ends with an assistant turn has that turn's trailing whitespace removed (Converse refuses
+  "final assistant content cannot end with trailing whitespace", where an OpenAI-compatible endpoint takes it).
 * ``temperature``, ``max_tokens``, ``top_p`` and ``stop`` map onto ``inferenceConfig``; other parameters are
   refused (ValueError), so a typo is not silently ignored.
 * Throttling and service faults (``ThrottlingException``, ``ServiceUnavailableException``,
@@ -69,6 +71,12 @@ def converse_request(model_id: str, messages: Sequence[Mapping[str, Any]], param
             turns.append({"role": role, "content": [{"text": text}]})
     if not turns or turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": [{"text": "(continue)"}]})
+    if turns[-1]["role"] == "assistant":
+        # A conversation that ends with a model's turn (a judge or an environment passing the rollout as it is):
+        # Bedrock refuses "final assistant content cannot end with trailing whitespace" (a model's answer often
+        # ends with a newline). Never blank: a blank text was left out above.
+        last = turns[-1]["content"][-1]
+        last["text"] = last["text"].rstrip()
     request: dict[str, Any] = {"modelId": model_id, "messages": turns}
     if system:
         request["system"] = system

@@ -35,6 +35,7 @@ import functools
 import hashlib
 import importlib.util
 import io
+import itertools
 import json
 import math
 import os
@@ -685,6 +686,23 @@ def dimension_problem(value: Any) -> str | None:
         return f"{value!r:.80}: not a string of 1 to {LIMITS['cw_dimension_value_chars']} characters"
     if not value.isascii() or not value.isprintable() or not value.strip():
         return f"{value!r:.80}: not ASCII, holds a control character or has no non-whitespace character"
+    return None
+
+
+def converse_problem(request: dict[str, Any]) -> str | None:
+    """Why Bedrock Converse would refuse ``request`` for an Anthropic model, or None (moto has no Converse, and
+    botocore's Stubber checks only the shapes). A blank text block: "The text field in the ContentBlock object
+    ... is blank"; messages must alternate and start with the user's; and a conversation that ends with an
+    assistant turn: "final assistant content cannot end with trailing whitespace" (ValidationException each)."""
+    blocks = [*request.get("system", []), *(b for m in request.get("messages", []) for b in m["content"])]
+    if any(not block["text"].strip() for block in blocks):
+        return "a blank text block"
+    roles = [message["role"] for message in request.get("messages", [])]
+    if not roles or roles[0] != "user" or any(a == b for a, b in itertools.pairwise(roles)):
+        return f"messages must alternate from the user's: {roles}"
+    last = request["messages"][-1]["content"][-1]["text"]
+    if roles[-1] == "assistant" and last != last.rstrip():
+        return "final assistant content cannot end with trailing whitespace"
     return None
 
 

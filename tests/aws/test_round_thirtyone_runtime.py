@@ -1,0 +1,61 @@
+"""Round thirty-one, AWS runtime paths (an independent review, "moto is not AWS"): what the real services refuse
+that moto, botocore's Stubber or a local endpoint took.
+
+* Bedrock Converse (Anthropic models) refuses a conversation whose final message is the assistant's and whose
+  text ends with whitespace ("final assistant content cannot end with trailing whitespace", ValidationException);
+  an OpenAI-compatible endpoint takes it, and moto has no Converse. A judge or an environment passing a rollout
+  as it is (ending with the model's answer, which often ends with a newline) failed every call on AWS: each such
+  sample an error record instead of a judgement. That turn's trailing whitespace is now removed; the harness
+  checks a request as Bedrock does (:func:`tests.aws.harness.converse_problem`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.aws import harness
+from tests.aws.test_bedrock_judge import MODEL, _client, _reply, stubbed  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.xdist_group("cdk")
+
+
+def _request(messages: list[dict]) -> dict:
+    return {"modelId": MODEL, "messages": messages}
+
+
+def test_the_harness_refuses_a_converse_request_bedrock_refuses():
+    user, answer = {"role": "user", "content": [{"text": "Grade this."}]}, "The answer is 4."
+    assert harness.converse_problem(_request([user, {"role": "assistant", "content": [{"text": answer}]}])) is None
+    for bad in (
+        [user, {"role": "assistant", "content": [{"text": answer + "\n"}]}],  # trailing whitespace, final turn
+        [user, {"role": "assistant", "content": [{"text": " "}]}],  # blank
+        [{"role": "assistant", "content": [{"text": answer}]}],  # not from the user's
+        [user, user],  # not alternating
+    ):
+        assert harness.converse_problem(_request(bad)) is not None, bad
+    # Whitespace ending an assistant turn that is not the last is taken.
+    middle = [user, {"role": "assistant", "content": [{"text": "Which one?\n"}]}, user]
+    assert harness.converse_problem(_request(middle)) is None
+
+
+@pytest.mark.parametrize("ending", ["\n", "  \n\n", "\t"])
+def test_a_conversation_ending_with_the_models_turn_is_one_bedrock_takes(stubbed, ending):  # noqa: F811
+    """Before: the model's answer went out as it was, "...4.\\n" as the final assistant content, which Bedrock
+    refuses: the judged component an error on every sample."""
+    from rewardpipe.bedrock import converse_request
+
+    messages = [
+        {"role": "system", "content": "Rate the conversation from 0 to 10."},
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "Let me see.\n"},
+        {"role": "assistant", "content": [{"type": "text", "text": "The answer is 4." + ending}]},
+    ]
+    request = converse_request(MODEL, messages, {})
+    assert harness.converse_problem(request) is None
+    assert request["messages"][-1]["content"] == [{"text": "Let me see.\n"}, {"text": "The answer is 4."}]
+    client, stubber = stubbed
+    stubber.add_response("converse", _reply("8"), request)
+    assert _client(client, []).complete(messages) == "8"
+    # A conversation that is only the model's turn starts with the user's placeholder and ends trimmed too.
+    alone = converse_request(MODEL, [{"role": "assistant", "content": "4" + ending}], {})
+    assert harness.converse_problem(alone) is None
