@@ -70,7 +70,8 @@ METRIC_VALUE_LARGEST = 1.174271e108
 def metric_value(value: float) -> float:
     """``value`` as CloudWatch takes it: a magnitude below its smallest is 0.0 (a component's mean or spread of
     1e-120, from values a record may hold, is nothing at any precision an alarm reads), one above its largest
-    the largest, with its sign. A value outside the range was refused, the whole point lost."""
+    the largest, with its sign. A value outside the range was refused, the whole point lost. NaN has no such
+    value: it is returned as it is, and :func:`emit` leaves its point out."""
     magnitude = abs(value)
     if magnitude < METRIC_VALUE_SMALLEST:
         return 0.0
@@ -132,16 +133,22 @@ def heartbeat_point(runs_checked: int) -> MetricPoint:
 
 
 def emit(points: Iterable[MetricPoint]) -> int:
-    """Print each point as one EMF document (CloudWatch turns Lambda log lines into metrics)."""
+    """Print each point as one EMF document (CloudWatch turns Lambda log lines into metrics); returns how many.
+
+    A NaN value is left out: CloudWatch supports no NaN, and Powertools prints it as ``NaN``, which is not JSON, so
+    the document would not be read as EMF at all (the point lost without a trace in any metric)."""
     from aws_lambda_powertools import single_metric
     from aws_lambda_powertools.metrics import MetricUnit
 
     count = 0
     for point in points:
+        sent = metric_value(point.value)
+        if math.isnan(sent):
+            continue
         with single_metric(
             name=point.name,
             unit=MetricUnit(point.unit),
-            value=metric_value(point.value),
+            value=sent,
             namespace=NAMESPACE,
             default_dimensions={"service": dimension_value(service_name())},
         ) as metric:

@@ -7,12 +7,20 @@ that moto, botocore's Stubber or a local endpoint took.
   as it is (ending with the model's answer, which often ends with a newline) failed every call on AWS: each such
   sample an error record instead of a judgement. That turn's trailing whitespace is now removed; the harness
   checks a request as Bedrock does (:func:`tests.aws.harness.converse_problem`).
+* CloudWatch takes no NaN ("special values (for example, NaN, +Infinity, -Infinity) are not supported"):
+  :func:`rewardpipe.aws.metrics.metric_value` clamped an infinity into range but passed NaN through, and
+  :func:`rewardpipe.aws.metrics.emit` printed ``[NaN]``, which is not JSON: CloudWatch Logs does not read the
+  document as EMF and the point is lost unseen. A point with no finite value is now left out of what is emitted.
 """
 
 from __future__ import annotations
 
+import json
+import math
+
 import pytest
 
+from rewardpipe.aws.metrics import MetricPoint, emit
 from tests.aws import harness
 from tests.aws.test_bedrock_judge import MODEL, _client, _reply, stubbed  # noqa: F401 - the fixture
 
@@ -59,3 +67,20 @@ def test_a_conversation_ending_with_the_models_turn_is_one_bedrock_takes(stubbed
     # A conversation that is only the model's turn starts with the user's placeholder and ends trimmed too.
     alone = converse_request(MODEL, [{"role": "assistant", "content": "4" + ending}], {})
     assert harness.converse_problem(alone) is None
+
+
+def test_emit_leaves_out_a_point_cloudwatch_cannot_take(capsys):
+    """Before: ``"ExecutionDurationMs":[NaN]`` was printed (not JSON, so not EMF: the point silently lost)."""
+    sent = emit(
+        [
+            MetricPoint("ExecutionDurationMs", math.nan, "Milliseconds", {"route": "lambda"}),
+            MetricPoint("ExecutionDurationMs", 12.5, "Milliseconds", {"route": "fargate"}),
+            MetricPoint("ComponentMean", math.inf, "None", {"component": "c"}),
+        ]
+    )
+    stdout = capsys.readouterr().out
+    assert "NaN" not in stdout
+    assert harness.emf_violations(stdout) == []
+    docs = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"_aws"')]
+    assert [(d.get("route"), d.get("component")) for d in docs] == [("fargate", None), (None, "c")]
+    assert sent == 2
