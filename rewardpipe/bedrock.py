@@ -12,7 +12,8 @@ environment's ``ctx.chat``) written against the local client runs unchanged on A
   conversation that ends with an assistant turn has that turn's trailing whitespace removed (Converse refuses
   "final assistant content cannot end with trailing whitespace", where an OpenAI-compatible endpoint takes it).
 * ``temperature``, ``max_tokens``, ``top_p`` and ``stop`` map onto ``inferenceConfig``; other parameters are
-  refused (ValueError), so a typo is not silently ignored.
+  refused (ValueError), so a typo is not silently ignored, and so are values Converse refuses (a ``temperature``
+  over 1; for an Anthropic model, a stop sequence of whitespace only such as ``"\n"``).
 * Throttling and service faults (``ThrottlingException``, ``ServiceUnavailableException``,
   ``InternalServerException``, ``ModelNotReadyException``, any HTTP 5xx, connection errors and timeouts) are
   retried ``max_retries`` times with full-jitter exponential backoff capped at ``max_backoff_s``; botocore's own
@@ -83,7 +84,7 @@ def converse_request(model_id: str, messages: Sequence[Mapping[str, Any]], param
     config = {_PARAMS[name]: value for name, value in params.items() if value is not None}
     if isinstance(config.get("stopSequences"), str):
         config["stopSequences"] = [config["stopSequences"]]
-    problem = inference_config_problem(config)
+    problem = inference_config_problem(config, model_id)
     if problem:
         raise ValueError(f"Bedrock Converse refuses this request: {problem}")
     if config:
@@ -97,10 +98,11 @@ def converse_request(model_id: str, messages: Sequence[Mapping[str, Any]], param
 STOP_SEQUENCES_LIMIT = 2500
 
 
-def inference_config_problem(config: Mapping[str, Any]) -> str | None:
-    """Why Bedrock would refuse ``config`` (Converse's names), or None. botocore checks only the types and
-    minimums, so an OpenAI-style ``temperature`` of 1.5 (OpenAI takes up to 2) went out on every call, each
-    refused with a ValidationException: every judged sample an error record, and the reason in none of them."""
+def inference_config_problem(config: Mapping[str, Any], model_id: str = "") -> str | None:
+    """Why Bedrock would refuse ``config`` (Converse's names) for ``model_id``, or None. botocore checks only the
+    types and minimums, so an OpenAI-style ``temperature`` of 1.5 (OpenAI takes up to 2) went out on every call,
+    each refused with a ValidationException: every judged sample an error record, and the reason in none of them.
+    Anthropic's models also refuse a stop sequence of whitespace only (``stop="\n"``, which OpenAI takes)."""
     for name in ("temperature", "topP"):
         value = config.get(name)
         if value is not None and (
@@ -116,7 +118,17 @@ def inference_config_problem(config: Mapping[str, Any]) -> str | None:
             return f"stopSequences (stop) must be a list of at most {STOP_SEQUENCES_LIMIT} texts"
         if not all(isinstance(stop, str) and stop for stop in stops):
             return "every stop sequence must be non-empty text"
+        if _is_anthropic(model_id) and any(not stop.strip() for stop in stops):
+            return (
+                f"{model_id} (an Anthropic model) refuses a stop sequence of whitespace only "
+                f"(stop {[stop for stop in stops if not stop.strip()]!r}): each must contain non-whitespace"
+            )
     return None
+
+
+def _is_anthropic(model_id: str) -> bool:
+    """A Bedrock model id (or inference profile id, ``us.anthropic.claude-...``) of Anthropic's."""
+    return "anthropic." in model_id
 
 
 def _text(content: Any) -> str:

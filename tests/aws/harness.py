@@ -692,8 +692,9 @@ def dimension_problem(value: Any) -> str | None:
 def converse_problem(request: dict[str, Any]) -> str | None:
     """Why Bedrock Converse would refuse ``request`` for an Anthropic model, or None (moto has no Converse, and
     botocore's Stubber checks only the shapes). A blank text block: "The text field in the ContentBlock object
-    ... is blank"; messages must alternate and start with the user's; and a conversation that ends with an
-    assistant turn: "final assistant content cannot end with trailing whitespace" (ValidationException each)."""
+    ... is blank"; messages must alternate and start with the user's; a conversation that ends with an
+    assistant turn: "final assistant content cannot end with trailing whitespace"; and a stop sequence of
+    whitespace only: "each stop sequence must contain non-whitespace" (ValidationException each)."""
     blocks = [*request.get("system", []), *(b for m in request.get("messages", []) for b in m["content"])]
     if any(not block["text"].strip() for block in blocks):
         return "a blank text block"
@@ -703,6 +704,9 @@ def converse_problem(request: dict[str, Any]) -> str | None:
     last = request["messages"][-1]["content"][-1]["text"]
     if roles[-1] == "assistant" and last != last.rstrip():
         return "final assistant content cannot end with trailing whitespace"
+    stops = request.get("inferenceConfig", {}).get("stopSequences", [])
+    if "anthropic." in request.get("modelId", "") and any(not stop.strip() for stop in stops):
+        return "stop_sequences: each stop sequence must contain non-whitespace"
     return None
 
 

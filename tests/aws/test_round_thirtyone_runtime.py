@@ -7,6 +7,10 @@ that moto, botocore's Stubber or a local endpoint took.
   as it is (ending with the model's answer, which often ends with a newline) failed every call on AWS: each such
   sample an error record instead of a judgement. That turn's trailing whitespace is now removed; the harness
   checks a request as Bedrock does (:func:`tests.aws.harness.converse_problem`).
+* Anthropic models on Bedrock refuse a stop sequence of whitespace only ("each stop sequence must contain
+  non-whitespace"), the most common judge stop of all (``stop="\n"``), which an OpenAI-compatible endpoint
+  takes: every judged sample was a paid ValidationException and an error record naming only that. Such a request
+  is now refused before it is sent, naming ``stop`` and the model (another model family takes it, and is sent it).
 * CloudWatch takes no NaN ("special values (for example, NaN, +Infinity, -Infinity) are not supported"):
   :func:`rewardpipe.aws.metrics.metric_value` clamped an infinity into range but passed NaN through, and
   :func:`rewardpipe.aws.metrics.emit` printed ``[NaN]``, which is not JSON: CloudWatch Logs does not read the
@@ -67,6 +71,25 @@ def test_a_conversation_ending_with_the_models_turn_is_one_bedrock_takes(stubbed
     # A conversation that is only the model's turn starts with the user's placeholder and ends trimmed too.
     alone = converse_request(MODEL, [{"role": "assistant", "content": "4" + ending}], {})
     assert harness.converse_problem(alone) is None
+
+
+@pytest.mark.parametrize("stop", ["\n", ["VERDICT", "\n\n"], " \t"])
+def test_a_whitespace_stop_sequence_for_an_anthropic_model_is_refused_before_the_call(stubbed, stop):  # noqa: F811
+    """Before: the request went out and Bedrock refused it, on every judged sample."""
+    from rewardpipe.bedrock import converse_request
+
+    messages = [{"role": "user", "content": "Grade this."}]
+    for model in (MODEL, "us.anthropic.claude-3-5-haiku-20241022-v1:0"):
+        with pytest.raises(ValueError, match="stop") as refused:
+            request = converse_request(model, messages, {"stop": stop})
+            assert harness.converse_problem(request) is None, "sent a request Bedrock refuses"
+        assert "whitespace" in str(refused.value)
+    client, _ = stubbed  # refused before any call: the Stubber has no response queued
+    with pytest.raises(ValueError, match="stop"):
+        _client(client, []).complete(messages, stop=stop)
+    other = converse_request("amazon.nova-lite-v1:0", messages, {"stop": stop})  # takes it
+    assert other["inferenceConfig"]["stopSequences"] == ([stop] if isinstance(stop, str) else stop)
+    assert harness.converse_problem(other) is None
 
 
 def test_emit_leaves_out_a_point_cloudwatch_cannot_take(capsys):
