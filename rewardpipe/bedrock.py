@@ -8,9 +8,10 @@ environment's ``ctx.chat``) written against the local client runs unchanged on A
 * Messages in the OpenAI shape (``{"role", "content"}``) become Converse's: ``system`` messages go to the
   ``system`` blocks, ``user``/``assistant`` turns to ``messages`` (consecutive turns of one role merged:
   Converse wants them alternating, starting with the user), a ``tool`` message is passed as user text. A
-  message with no text but whitespace is left out: Converse refuses a blank text block ("is blank"); a
-  conversation that ends with an assistant turn has that turn's trailing whitespace removed (Converse refuses
-  "final assistant content cannot end with trailing whitespace", where an OpenAI-compatible endpoint takes it).
+  message with no text but whitespace is left out: Converse refuses a blank text block ("is blank"). A
+  conversation that ends with an assistant turn gets a ``(continue)`` user turn after it, so it is answered as an
+  OpenAI-compatible endpoint answers it (Anthropic's models would take it for a prefill, which their current
+  models refuse, and the older ones refuse when it ends with whitespace).
 * ``temperature``, ``max_tokens``, ``top_p`` and ``stop`` map onto ``inferenceConfig``; other parameters are
   refused (ValueError), so a typo is not silently ignored, and so are values Converse refuses (a ``temperature``
   over 1; for an Anthropic model, a stop sequence of whitespace only such as ``"\n"``).
@@ -47,6 +48,8 @@ RETRYABLE_CODES = frozenset(
     }
 )
 RETRYABLE_NETWORK = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError")
+#: The user's turn Converse needs where the conversation has none: before a first assistant turn, after a last one.
+CONTINUE = "(continue)"
 _PARAMS = {"temperature": "temperature", "max_tokens": "maxTokens", "top_p": "topP", "stop": "stopSequences"}
 
 
@@ -71,13 +74,13 @@ def converse_request(model_id: str, messages: Sequence[Mapping[str, Any]], param
         else:
             turns.append({"role": role, "content": [{"text": text}]})
     if not turns or turns[0]["role"] != "user":
-        turns.insert(0, {"role": "user", "content": [{"text": "(continue)"}]})
+        turns.insert(0, {"role": "user", "content": [{"text": CONTINUE}]})
     if turns[-1]["role"] == "assistant":
-        # A conversation that ends with a model's turn (a judge or an environment passing the rollout as it is):
-        # Bedrock refuses "final assistant content cannot end with trailing whitespace" (a model's answer often
-        # ends with a newline). Never blank: a blank text was left out above.
-        last = turns[-1]["content"][-1]
-        last["text"] = last["text"].rstrip()
+        # A conversation that ends with a model's turn (a judge or an environment passing the rollout as it is) is
+        # answered after that turn, as an OpenAI-compatible endpoint answers it. Sent as it is, Anthropic's models
+        # take it for a prefill to continue: their current ones refuse it ("This model does not support assistant
+        # message prefill"), the older ones refuse one ending with whitespace, as a model's answer often does.
+        turns.append({"role": "user", "content": [{"text": CONTINUE}]})
     request: dict[str, Any] = {"modelId": model_id, "messages": turns}
     if system:
         request["system"] = system

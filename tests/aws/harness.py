@@ -692,18 +692,17 @@ def dimension_problem(value: Any) -> str | None:
 def converse_problem(request: dict[str, Any]) -> str | None:
     """Why Bedrock Converse would refuse ``request`` for an Anthropic model, or None (moto has no Converse, and
     botocore's Stubber checks only the shapes). A blank text block: "The text field in the ContentBlock object
-    ... is blank"; messages must alternate and start with the user's; a conversation that ends with an
-    assistant turn: "final assistant content cannot end with trailing whitespace"; and a stop sequence of
-    whitespace only: "each stop sequence must contain non-whitespace" (ValidationException each)."""
+    ... is blank"; messages must alternate, start with the user's and (Anthropic's current models, which take no
+    prefill) end with the user's; and a stop sequence of whitespace only: "each stop sequence must contain
+    non-whitespace" (ValidationException each)."""
     blocks = [*request.get("system", []), *(b for m in request.get("messages", []) for b in m["content"])]
     if any(not block["text"].strip() for block in blocks):
         return "a blank text block"
     roles = [message["role"] for message in request.get("messages", [])]
     if not roles or roles[0] != "user" or any(a == b for a, b in itertools.pairwise(roles)):
         return f"messages must alternate from the user's: {roles}"
-    last = request["messages"][-1]["content"][-1]["text"]
-    if roles[-1] == "assistant" and last != last.rstrip():
-        return "final assistant content cannot end with trailing whitespace"
+    if roles[-1] == "assistant":  # older models take a prefill, if it does not end with whitespace
+        return "This model does not support assistant message prefill. The conversation must end with a user message."
     stops = request.get("inferenceConfig", {}).get("stopSequences", [])
     if "anthropic." in request.get("modelId", "") and any(not stop.strip() for stop in stops):
         return "stop_sequences: each stop sequence must contain non-whitespace"

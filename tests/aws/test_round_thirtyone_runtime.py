@@ -1,12 +1,14 @@
 """Round thirty-one, AWS runtime paths (an independent review, "moto is not AWS"): what the real services refuse
 that moto, botocore's Stubber or a local endpoint took.
 
-* Bedrock Converse (Anthropic models) refuses a conversation whose final message is the assistant's and whose
-  text ends with whitespace ("final assistant content cannot end with trailing whitespace", ValidationException);
-  an OpenAI-compatible endpoint takes it, and moto has no Converse. A judge or an environment passing a rollout
-  as it is (ending with the model's answer, which often ends with a newline) failed every call on AWS: each such
-  sample an error record instead of a judgement. That turn's trailing whitespace is now removed; the harness
-  checks a request as Bedrock does (:func:`tests.aws.harness.converse_problem`).
+* Bedrock Converse takes a conversation that ends with the assistant's turn as a prefill to continue (Anthropic's
+  models): their current models refuse it ("This model does not support assistant message prefill. The
+  conversation must end with a user message."), the older ones refuse it when it ends with whitespace ("final
+  assistant content cannot end with trailing whitespace"), as a model's answer often does. An OpenAI-compatible
+  endpoint answers such a conversation after its last turn, and moto has no Converse. A judge or an environment
+  passing a rollout as it is (ending with the model's answer) failed every call on AWS: each such sample an error
+  record instead of a judgement. Such a conversation now gets a ``(continue)`` user turn after it, answered as
+  the local client's is; the harness checks a request as Bedrock does (:func:`tests.aws.harness.converse_problem`).
 * Anthropic models on Bedrock refuse a stop sequence of whitespace only ("each stop sequence must contain
   non-whitespace"), the most common judge stop of all (``stop="\n"``), which an OpenAI-compatible endpoint
   takes: every judged sample was a paid ValidationException and an error record naming only that. Such a request
@@ -37,11 +39,11 @@ def _request(messages: list[dict]) -> dict:
 
 def test_the_harness_refuses_a_converse_request_bedrock_refuses():
     user, answer = {"role": "user", "content": [{"text": "Grade this."}]}, "The answer is 4."
-    assert harness.converse_problem(_request([user, {"role": "assistant", "content": [{"text": answer}]}])) is None
     for bad in (
-        [user, {"role": "assistant", "content": [{"text": answer + "\n"}]}],  # trailing whitespace, final turn
-        [user, {"role": "assistant", "content": [{"text": " "}]}],  # blank
-        [{"role": "assistant", "content": [{"text": answer}]}],  # not from the user's
+        [user, {"role": "assistant", "content": [{"text": answer}]}],  # a prefill: the current models take none
+        [user, {"role": "assistant", "content": [{"text": answer + "\n"}]}],  # nor do the older ones, so
+        [user, {"role": "assistant", "content": [{"text": " "}]}, user],  # blank
+        [{"role": "assistant", "content": [{"text": answer}]}, user],  # not from the user's
         [user, user],  # not alternating
     ):
         assert harness.converse_problem(_request(bad)) is not None, bad
@@ -50,11 +52,11 @@ def test_the_harness_refuses_a_converse_request_bedrock_refuses():
     assert harness.converse_problem(_request(middle)) is None
 
 
-@pytest.mark.parametrize("ending", ["\n", "  \n\n", "\t"])
-def test_a_conversation_ending_with_the_models_turn_is_one_bedrock_takes(stubbed, ending):  # noqa: F811
-    """Before: the model's answer went out as it was, "...4.\\n" as the final assistant content, which Bedrock
-    refuses: the judged component an error on every sample."""
-    from rewardpipe.bedrock import converse_request
+@pytest.mark.parametrize("ending", ["", "\n", "  \n\n"])
+def test_a_conversation_ending_with_the_models_turn_is_answered_after_it(stubbed, ending):  # noqa: F811
+    """Before: the model's answer went out as the final message, "...4.\\n", a prefill Bedrock refuses: the judged
+    component an error on every sample."""
+    from rewardpipe.bedrock import CONTINUE, converse_request
 
     messages = [
         {"role": "system", "content": "Rate the conversation from 0 to 10."},
@@ -64,13 +66,17 @@ def test_a_conversation_ending_with_the_models_turn_is_one_bedrock_takes(stubbed
     ]
     request = converse_request(MODEL, messages, {})
     assert harness.converse_problem(request) is None
-    assert request["messages"][-1]["content"] == [{"text": "Let me see.\n"}, {"text": "The answer is 4."}]
+    assert request["messages"][-2:] == [
+        {"role": "assistant", "content": [{"text": "Let me see.\n"}, {"text": "The answer is 4." + ending}]},
+        {"role": "user", "content": [{"text": CONTINUE}]},
+    ]
     client, stubber = stubbed
     stubber.add_response("converse", _reply("8"), request)
     assert _client(client, []).complete(messages) == "8"
-    # A conversation that is only the model's turn starts with the user's placeholder and ends trimmed too.
+    # A conversation that is only the model's turn gets the user's turn on both sides.
     alone = converse_request(MODEL, [{"role": "assistant", "content": "4" + ending}], {})
     assert harness.converse_problem(alone) is None
+    assert [m["role"] for m in alone["messages"]] == ["user", "assistant", "user"]
 
 
 @pytest.mark.parametrize("stop", ["\n", ["VERDICT", "\n\n"], " \t"])
