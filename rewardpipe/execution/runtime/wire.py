@@ -26,6 +26,7 @@ import os
 import re
 import struct
 import sys
+import threading
 import types
 from collections.abc import Callable
 
@@ -236,7 +237,8 @@ def recv_json(fd: int, limit: int = MAX_FRAME_BYTES, max_values: int | None = No
 # (a ``datetime.timezone``), {"zi": key} (a ``zoneinfo.ZoneInfo``), {"ntc": [name, [field, ...]]} (a namedtuple
 # class), {"ex": [name, [args]]} (a built-in exception returned as a value), {"e": "Ellipsis"/"NotImplemented"},
 # {"bi": name} (a built-in from _BUILTINS_BY_NAME), {"dtx"/"tmx": [isoformat, fold, zone name, zone key]} (what
-# isoformat leaves out), {"vc": "collections.OrderedDict"} (a class of _VALUE_CLASSES).
+# isoformat leaves out), {"vc": "collections.OrderedDict"} (a class of _VALUE_CLASSES), {"r": n} (a container met
+# again in the same value: the n-th of _SHAREABLE's kinds, see encode).
 
 _SCALARS = (type(None), bool, int, float, str)
 # The built-in types whose values cross as plain data (and cross by name themselves).
@@ -428,6 +430,44 @@ def _referable(value) -> bool:
     return not (value is None or kind is bool or (kind is int and -5 <= value <= 256))
 
 
+# Round thirty-one: one container met twice inside one value (``[[0] * w] * h``, every row the same list) crossed as two
+# copies, so a wrong answer's shared rows passed tests that write one cell and read another, and a right answer that
+# shares an object on purpose failed ``assertIs``. Each top-level encode (and decode) is a session: a container of these
+# kinds met again once it is complete goes as ``{"r": n}``, the n-th such container the session met (pre-order), and the
+# receiver hands back the object it built there. One still being built (a container holding itself) is never referred
+# to: it is nested too deep, as before.
+_SHAREABLE = (list, dict, set, bytearray, collections.deque)  # (and array.array itself: a subclass is a handle)
+_SHAREABLE_TAGS = frozenset({"l", "d", "ctr", "od", "dd", "dq", "s", "ba", "ar"})
+# What a value with such references may come to once expanded (every reference counted as the values it stands for),
+# as the trusted runner bounds a reply's values (trusted.MAX_REPLY_VALUES): 60 doublings are 120 values on the wire.
+MAX_EXPANDED_VALUES = 1_000_000
+
+
+class _Session:
+    __slots__ = ("built", "count", "done", "expanded", "sizes")
+
+    def __init__(self):
+        self.count = 0  # encode: shareable containers met so far
+        self.done: dict[int, tuple[int, object]] = {}  # encode: id -> (its number, the object, kept alive)
+        self.built: list = []  # decode: each shareable container by number (None while it is being built)
+        self.sizes: list[int] = []  # decode: the values each stands for, expanded
+        self.expanded = 0  # decode: values built so far, references expanded
+
+
+_SESSIONS = threading.local()  # the session of the encode or decode running on this thread
+
+
+def _in_session(step, *args):
+    """``step(*args)`` in a session of its own: a top-level encode or decode (one may run inside another's callback,
+    a standard callable's parts encoded while its holder is, so the outer session is put back after)."""
+    outer = getattr(_SESSIONS, "current", None)
+    _SESSIONS.current = _Session()
+    try:
+        return step(*args)
+    finally:
+        _SESSIONS.current = outer
+
+
 def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, refs: dict | None = None):
     """Turn ``value`` into a JSON-able tree. ``make_handle(obj) -> int`` receives non-plain objects.
 
@@ -440,7 +480,32 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     sides can name a part of a call's arguments by its position. ``refs`` maps ``id(obj)`` of such parts
     to their position: a value that *is* one of them is sent as ``{"a": position}``, and the receiver
     hands back its own original object (a function returning its argument returns the caller's object).
+
+    A container met again, once encoded, is sent as a reference to its first place (see ``_SHAREABLE``).
     """
+    if _depth == 0:
+        return _in_session(_encode_shared, value, make_handle, _depth, nodes, refs)
+    return _encode_shared(value, make_handle, _depth, nodes, refs)
+
+
+def _encode_shared(value, make_handle, _depth: int, nodes: list | None, refs: dict | None):
+    kind = type(value)
+    if not (issubclass(kind, _SHAREABLE) or kind is array.array) or (refs and id(value) in refs):
+        return _encode(value, make_handle, _depth, nodes, refs)
+    session: _Session = _SESSIONS.current
+    seen = session.done.get(id(value))
+    if seen is not None:
+        if nodes is not None:
+            nodes.append(value)
+        return {"r": seen[0]}
+    number = session.count
+    session.count += 1
+    tree = _encode(value, make_handle, _depth, nodes, refs)
+    session.done[id(value)] = (number, value)
+    return tree
+
+
+def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | None):
     if _depth > 200:
         raise NestedTooDeep("value is nested more than 200 levels deep")
     if refs:
@@ -800,9 +865,18 @@ def decode(tree, resolve_handle=None, _depth: int = 0, nodes: list | None = None
     Fraction). ``resolve_handle(id)`` maps handles. ``nodes`` receives every value built, in the order
     :func:`encode` visited them; ``originals`` (the sender's list of a call's argument parts) resolves
     ``{"a": position}``. A NaN is ``math.nan`` itself, so a list holding NaN equals a list holding
-    ``math.nan``, as it does when the value never left the process."""
+    ``math.nan``, as it does when the value never left the process. ``{"r": n}`` is the n-th container of the
+    kinds of ``_SHAREABLE`` already built (see :func:`encode`)."""
+    if _depth == 0:
+        return _in_session(_decode, tree, resolve_handle, _depth, nodes, originals)
+    return _decode(tree, resolve_handle, _depth, nodes, originals)
+
+
+def _decode(tree, resolve_handle, _depth: int, nodes: list | None, originals: list | None):
     if _depth > 200:
         raise WireError("value is nested more than 200 levels deep")
+    session: _Session = _SESSIONS.current
+    session.expanded += 1
     kind = type(tree)
     if kind in _SCALARS:
         if kind is float and tree != tree:
@@ -817,12 +891,36 @@ def decode(tree, resolve_handle=None, _depth: int = 0, nodes: list | None = None
         if originals is None or type(body) is not int or not 0 <= body < len(originals):
             raise WireError("unexpected argument reference")
         return originals[body]
+    if tag == "r":
+        return _shared(session, body, nodes)
+    number = None
+    if tag in _SHAREABLE_TAGS:  # numbered before its items, as encode numbers it
+        number, start = len(session.built), session.expanded
+        session.built.append(None)
+        session.sizes.append(1)
     if nodes is None:
-        return _decode_tagged(tag, body, resolve_handle, _depth + 1, None, originals)
-    position = len(nodes)
-    nodes.append(None)  # pre-order, as encode visits: the container's place comes before its items
-    value = _decode_tagged(tag, body, resolve_handle, _depth + 1, nodes, originals)
-    nodes[position] = value
+        value = _decode_tagged(tag, body, resolve_handle, _depth + 1, None, originals)
+    else:
+        position = len(nodes)
+        nodes.append(None)  # pre-order, as encode visits: the container's place comes before its items
+        value = _decode_tagged(tag, body, resolve_handle, _depth + 1, nodes, originals)
+        nodes[position] = value
+    if number is not None:
+        session.built[number] = value
+        session.sizes[number] = session.expanded - start + 1
+    return value
+
+
+def _shared(session: _Session, number, nodes: list | None):
+    """The container ``{"r": number}`` refers to: one already built in this decode, never one being built."""
+    if type(number) is not int or not 0 <= number < len(session.built) or session.built[number] is None:
+        raise WireError("unexpected shared reference")
+    session.expanded += session.sizes[number] - 1
+    if session.expanded > MAX_EXPANDED_VALUES:
+        raise WireError(f"a value whose shared parts come to over {MAX_EXPANDED_VALUES} values, the limit of one reply")
+    value = session.built[number]
+    if nodes is not None:
+        nodes.append(value)
     return value
 
 

@@ -1,0 +1,119 @@
+"""Round thirty-one, the sandbox: attacked through the public executor, in full isolation and the Lambda/Fargate mode.
+
+* **One object twice in a value.** The plain-data codec copied every occurrence of a container on its own, so a
+  value that held one list (dict, set...) in two places arrived as two lists. The classic wrong answer that builds a
+  grid with ``[[0] * w] * h`` (every row the same list) **passed** tests that write one cell and check the other rows,
+  which fail it in one process; and a right answer that shares one object on purpose failed ``assertIs``. A container
+  met again inside one value now crosses as a reference to where it first crossed, both ways, and what such
+  references would make the runner hold once expanded is bounded as the values of a reply are.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.sandbox import make_executor
+from tests.security.test_round_nine_files import _lambda_like
+
+
+@pytest.fixture(scope="module", params=["full", "lambda"])
+def executor(request):
+    """Every layer where this host allows it, then the Lambda/Fargate mode (no namespaces, Landlock or own uid)."""
+    executor = make_executor(workers=1) if request.param == "full" else _lambda_like()
+    yield executor
+    executor.close()
+
+
+def _run(executor, name: str, code: str, tests: str, entry_point: str = "make_grid"):
+    job = ExecutionJob(
+        id=name, code=textwrap.dedent(code), tests=textwrap.dedent(tests), entry_point=entry_point, timeout_s=20
+    )
+    return executor.run(job)
+
+
+GRID_TESTS = """
+    import unittest
+
+    class TestGrid(unittest.TestCase):
+        def test_shape(self):
+            self.assertEqual(make_grid(2, 3), [[0, 0, 0], [0, 0, 0]])
+
+        def test_rows_are_independent(self):
+            grid = make_grid(3, 2)
+            grid[0][0] = 7
+            self.assertEqual(grid, [[7, 0], [0, 0], [0, 0]])
+"""
+
+SHARED_ROWS = {
+    "list times": "def make_grid(h, w):\n    return [[0] * w] * h\n",
+    "one row appended": "def make_grid(h, w):\n    row = [0] * w\n    return [row for _ in range(h)]\n",
+    "in a tuple": "def make_grid(h, w):\n    row = [0] * w\n    return list((row,) * h)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_ROWS))
+def test_a_grid_whose_rows_are_one_list_fails_as_in_one_process(executor, name):
+    result = _run(executor, name, SHARED_ROWS[name], GRID_TESTS)
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 1, result.reason
+    right = _run(executor, "right", "def make_grid(h, w):\n    return [[0] * w for _ in range(h)]\n", GRID_TESTS)
+    assert right.status is ExecutionStatus.PASSED, right.reason
+
+
+SHARING_ON_PURPOSE = {
+    "the same list twice": (
+        "def pair():\n    shared = []\n    return [shared, shared]\n",
+        "r = pair()\nself.assertIs(r[0], r[1])\nr[0].append(1)\nself.assertEqual(r, [[1], [1]])",
+    ),
+    "a dict of one bucket": (
+        "def pair():\n    bucket = {'n': 0}\n    return {'a': bucket, 'b': bucket, 'c': {'n': 0}}\n",
+        "r = pair()\nself.assertIs(r['a'], r['b'])\nself.assertIsNot(r['a'], r['c'])",
+    ),
+    "a set and a deque twice, nested": (
+        "import collections\ndef pair():\n    s, d = {1}, collections.deque([2])\n    return ([s, d], (s, [d]))\n",
+        "r = pair()\nself.assertIs(r[0][0], r[1][0])\nself.assertIs(r[0][1], r[1][1][0])",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHARING_ON_PURPOSE))
+def test_one_object_returned_twice_is_one_object(executor, name):
+    code, body = SHARING_ON_PURPOSE[name]
+    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n" + textwrap.indent(body, " " * 8)
+    result = _run(executor, name, code, tests, entry_point="pair")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_the_tests_aliased_argument_is_aliased_in_the_models_code(executor):
+    code = "def poke(grid):\n    grid[0][0] = 1\n    return grid[1][0]\n"
+    tests = """
+        import unittest
+        class T(unittest.TestCase):
+            def test_it(self):
+                grid = [[0, 0]] * 2
+                self.assertEqual(poke(grid), 1)
+                self.assertEqual(grid, [[1, 0], [1, 0]])
+    """
+    result = _run(executor, "aliased argument", code, tests, entry_point="poke")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_references_cannot_make_the_runner_hold_more_than_a_reply_may(executor):
+    # 2**60 leaves once expanded, 120 values on the wire: refused as a reply over the value budget (the test fails),
+    # never a runner that hangs in the tests' comparison or its failure message, nor an error.
+    code = "def make_grid(h, w):\n    x = [0]\n    for _ in range(60):\n        x = [x, x]\n    return x\n"
+    result = _run(executor, "doubling", code, GRID_TESTS)
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 0
+    assert "limit" in result.reason or "too large" in result.reason, result.reason
+    right = _run(executor, "right", "def make_grid(h, w):\n    return [[0] * w for _ in range(h)]\n", GRID_TESTS)
+    assert right.status is ExecutionStatus.PASSED, right.reason
+
+
+def test_a_container_holding_itself_still_cannot_cross(executor):
+    code = "def make_grid(h, w):\n    x = []\n    x.append(x)\n    return x\n"
+    result = _run(executor, "cycle", code, GRID_TESTS)
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
