@@ -28,7 +28,7 @@ import struct
 import sys
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 
 FRAME_HEADER = struct.Struct("!I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -488,8 +488,17 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     return _encode_shared(value, make_handle, _depth, nodes, refs)
 
 
-def _encode_shared(value, make_handle, _depth: int, nodes: list | None, refs: dict | None):
+def _encode_shared(value, make_handle, _depth: int, nodes: list | None = None, refs: dict | None = None):
     kind = type(value)
+    if (
+        kind in _SCALARS
+        and not refs
+        and _depth <= 200
+        and (kind is not int or value.bit_length() <= MAX_PLAIN_INT_BITS)
+    ):
+        if nodes is not None:  # (the values that are most of a large one, without _encode's call)
+            nodes.append(value)
+        return value
     if not (issubclass(kind, _SHAREABLE) or kind is array.array) or (refs and id(value) in refs):
         return _encode(value, make_handle, _depth, nodes, refs)
     session: _Session = _SESSIONS.current
@@ -536,9 +545,9 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
     if issubclass(kind, str):
         return _enum_member_tree(value, str.__str__(value)) if issubclass(kind, enum.Enum) else str.__str__(value)
     if issubclass(kind, list):
-        return {"l": [encode(item, make_handle, depth, nodes, refs) for item in list.__iter__(value)]}
+        return {"l": [_encode_shared(item, make_handle, depth, nodes, refs) for item in list.__iter__(value)]}
     if issubclass(kind, tuple):
-        items = [encode(item, make_handle, depth, nodes, refs) for item in tuple.__iter__(value)]
+        items = [_encode_shared(item, make_handle, depth, nodes, refs) for item in tuple.__iter__(value)]
         fields = _namedtuple_fields(kind, len(items))
         return {"t": items} if fields is None else {"nt": [kind.__name__, fields, items]}
     if issubclass(kind, dict):
@@ -561,12 +570,12 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
                     pass
         return {"d": pairs}
     if issubclass(kind, collections.deque):
-        items = [encode(item, make_handle, depth, nodes, refs) for item in collections.deque.__iter__(value)]
+        items = [_encode_shared(item, make_handle, depth, nodes, refs) for item in collections.deque.__iter__(value)]
         return {"dq": [items, value.maxlen]}
     if issubclass(kind, frozenset):
-        return {"fs": [encode(item, make_handle, depth, nodes, refs) for item in frozenset.__iter__(value)]}
+        return {"fs": [_encode_shared(item, make_handle, depth, nodes, refs) for item in frozenset.__iter__(value)]}
     if issubclass(kind, set):
-        return {"s": [encode(item, make_handle, depth, nodes, refs) for item in set.__iter__(value)]}
+        return {"s": [_encode_shared(item, make_handle, depth, nodes, refs) for item in set.__iter__(value)]}
     if issubclass(kind, bytes):
         return {"b": base64.b64encode(bytes.__getitem__(value, _WHOLE)).decode()}
     if issubclass(kind, bytearray):
@@ -588,18 +597,18 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
     if issubclass(kind, decimal.Decimal):
         return {"dec": decimal.Decimal.__str__(value)}
     if kind is range:
-        return {"rg": [encode(part, None, depth, nodes) for part in (value.start, value.stop, value.step)]}
+        return {"rg": [_encode_shared(part, None, depth, nodes) for part in (value.start, value.stop, value.step)]}
     if kind is slice:
         bounds = (value.start, value.stop, value.step)
-        return {"sl": [encode(part, make_handle, depth, nodes, refs) for part in bounds]}
+        return {"sl": [_encode_shared(part, make_handle, depth, nodes, refs) for part in bounds]}
     if kind is _DICT_KEYS or kind is _ODICT_KEYS:
-        return {"dk": [encode(item, make_handle, depth, nodes, refs) for item in value]}
+        return {"dk": [_encode_shared(item, make_handle, depth, nodes, refs) for item in value]}
     if kind is _DICT_VALUES or kind is _ODICT_VALUES:
-        return {"dv": [encode(item, make_handle, depth, nodes, refs) for item in value]}
+        return {"dv": [_encode_shared(item, make_handle, depth, nodes, refs) for item in value]}
     if kind is _DICT_ITEMS or kind is _ODICT_ITEMS:
         return {"di": _encode_pairs(value, make_handle, depth, nodes, refs)}
     if kind is array.array:
-        return {"ar": [value.typecode, [encode(item, None, depth, nodes) for item in value.tolist()]]}
+        return {"ar": [value.typecode, [_encode_shared(item, None, depth, nodes) for item in value.tolist()]]}
     if kind is memoryview and value.format == "B" and value.ndim == 1:  # (a strided one too: tobytes() reads it)
         # A writable view crosses writable (round fourteen: the callee's writes through it came back as "cannot
         # modify read-only memory", a right answer's silent 0) and its changes are mirrored back like a bytearray's.
@@ -622,7 +631,7 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
         return {"ntc": [value.__name__, list(value._fields)]}
     if kind in _EXCEPTION_TYPES:
         # A built-in exception returned (not raised) as a value; its arguments as plain data, if they are.
-        return {"ex": [kind.__name__, [encode(item, make_handle, depth, nodes, refs) for item in value.args]]}
+        return {"ex": [kind.__name__, [_encode_shared(item, make_handle, depth, nodes, refs) for item in value.args]]}
     if value is Ellipsis or value is NotImplemented:
         return {"e": repr(value)}
     # Only a class or a built-in function can be one of them: no other object is asked its name (a stub of the
@@ -635,7 +644,7 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
         return {"vc": _VALUE_CLASS_NAMES[value]}
     if issubclass(kind, fractions.Fraction):
         parts = (int.__int__(_FRACTION_NUMERATOR(value)), int.__int__(_FRACTION_DENOMINATOR(value)))
-        return {"fr": [encode(part, None, depth, nodes) for part in parts]}
+        return {"fr": [_encode_shared(part, None, depth, nodes) for part in parts]}
     if make_handle is None:
         raise Unencodable(f"a {kind.__name__} cannot cross the sandbox boundary as plain data")
     handle = make_handle(value)
@@ -730,7 +739,10 @@ def decode_standard_callable(tag: str, body, decode_part: Callable[[object], obj
 
 def _encode_pairs(pairs, make_handle, depth, nodes, refs) -> list:
     """``[[key, value], ...]``, each key encoded before its value (the order :func:`_decode_pairs` builds them)."""
-    return [[encode(k, make_handle, depth, nodes, refs), encode(v, make_handle, depth, nodes, refs)] for k, v in pairs]
+    return [
+        [_encode_shared(k, make_handle, depth, nodes, refs), _encode_shared(v, make_handle, depth, nodes, refs)]
+        for k, v in pairs
+    ]
 
 
 _DICT_KEYS: type = type({}.keys())
@@ -872,11 +884,9 @@ def decode(tree, resolve_handle=None, _depth: int = 0, nodes: list | None = None
     return _decode(tree, resolve_handle, _depth, nodes, originals)
 
 
-def _decode(tree, resolve_handle, _depth: int, nodes: list | None, originals: list | None):
+def _decode(tree, resolve_handle, _depth: int, nodes: list | None = None, originals: list | None = None):
     if _depth > 200:
         raise WireError("value is nested more than 200 levels deep")
-    session: _Session = _SESSIONS.current
-    session.expanded += 1
     kind = type(tree)
     if kind in _SCALARS:
         if kind is float and tree != tree:
@@ -884,6 +894,8 @@ def _decode(tree, resolve_handle, _depth: int, nodes: list | None, originals: li
         if nodes is not None:
             nodes.append(tree)
         return tree
+    session: _Session = _SESSIONS.current
+    session.expanded += 1
     if kind is not dict or len(tree) != 1:
         raise WireError(f"malformed value of type {kind.__name__}")
     ((tag, body),) = tree.items()
@@ -905,10 +917,19 @@ def _decode(tree, resolve_handle, _depth: int, nodes: list | None, originals: li
         nodes.append(None)  # pre-order, as encode visits: the container's place comes before its items
         value = _decode_tagged(tag, body, resolve_handle, _depth + 1, nodes, originals)
         nodes[position] = value
+    # Its items, each counted here (a scalar is counted nowhere else; a container counts itself too: at most twice).
+    if isinstance(value, _COUNTED_PAIRS):
+        session.expanded += 2 * len(value)
+    elif isinstance(value, _COUNTED):
+        session.expanded += len(value)
     if number is not None:
         session.built[number] = value
         session.sizes[number] = session.expanded - start + 1
     return value
+
+
+_COUNTED_PAIRS: tuple[type[Sized], ...] = (dict, type({}.items()))
+_COUNTED: tuple[type[Sized], ...] = (list, tuple, set, frozenset, collections.deque, type({}.keys()), type({}.values()))
 
 
 def _shared(session: _Session, number, nodes: list | None):
@@ -941,18 +962,18 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             parse = datetime.datetime.fromisoformat if tag == "dtx" else datetime.time.fromisoformat
             return _with_time_extra(parse(_as_str(text)), fold, name, key)
         if tag == "rg":
-            start, stop, step = (_as_int(decode(part, None, depth, nodes)) for part in _as_list(body))
+            start, stop, step = (_as_int(_decode(part, None, depth, nodes)) for part in _as_list(body))
             return range(start, stop, step)
         if tag == "sl":
-            start, stop, step = (decode(part, resolve_handle, depth, nodes, originals) for part in _as_list(body))
+            start, stop, step = (_decode(part, resolve_handle, depth, nodes, originals) for part in _as_list(body))
             return slice(start, stop, step)
         if tag == "dk":
             return dict.fromkeys(
-                decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)
+                _decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)
             ).keys()
         if tag == "dv":
             return {
-                index: decode(item, resolve_handle, depth, nodes, originals)
+                index: _decode(item, resolve_handle, depth, nodes, originals)
                 for index, item in enumerate(_as_list(body))
             }.values()
         if tag == "di":
@@ -961,7 +982,7 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             typecode, items = _as_list(body)
             if type(typecode) is not str or len(typecode) != 1 or typecode not in array.typecodes:
                 raise WireError("malformed array")
-            return array.array(typecode, [decode(item, None, depth, nodes) for item in _as_list(items)])
+            return array.array(typecode, [_decode(item, None, depth, nodes) for item in _as_list(items)])
         if tag == "mv":
             return memoryview(base64.b64decode(_as_str(body), validate=True))
         if tag == "mvw":
@@ -999,7 +1020,7 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             kind = _BUILTINS_BY_NAME.get(name) if type(name) is str else None
             if kind not in _EXCEPTION_TYPES:
                 raise WireError("malformed exception value")
-            return kind(*(decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(args)))
+            return kind(*(_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(args)))
         if tag == "e":
             if body not in _SINGLETONS:
                 raise WireError("unknown singleton")
@@ -1018,18 +1039,18 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
         if tag == "dec":
             return decimal.Decimal(_as_str(body))
         if tag == "fr":
-            numerator, denominator = (_as_int(decode(part, None, depth, nodes)) for part in _as_list(body))
+            numerator, denominator = (_as_int(_decode(part, None, depth, nodes)) for part in _as_list(body))
             return fractions.Fraction(numerator, denominator)
         if tag == "l":
-            return [decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)]
+            return [_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)]
         if tag == "t":
-            return tuple(decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body))
+            return tuple(_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body))
         if tag == "nt":
             name, fields, items = _as_list(body)
             fields = tuple(_as_list(fields))
             if not _valid_namedtuple(name, fields) or len(_as_list(items)) != len(fields):
                 raise WireError("malformed namedtuple")
-            values = [decode(item, resolve_handle, depth, nodes, originals) for item in items]
+            values = [_decode(item, resolve_handle, depth, nodes, originals) for item in items]
             return _namedtuple_class(name, fields)(*values)
         if tag in ("d", "ctr", "od"):
             mapping = {"d": dict, "ctr": collections.Counter, "od": collections.OrderedDict}[tag]()
@@ -1048,12 +1069,12 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             items, maxlen = _as_list(body)
             if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
                 raise WireError("malformed deque")
-            values = [decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(items)]
+            values = [_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(items)]
             return collections.deque(values, maxlen)
         if tag == "s":
-            return {decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)}
+            return {_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)}
         if tag == "fs":
-            return frozenset(decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body))
+            return frozenset(_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body))
         if tag == "b":
             return base64.b64decode(_as_str(body), validate=True)
         if tag == "ba":
@@ -1072,7 +1093,7 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             # Only the model's side may import the module (see _standard_enum_member).
             may_import = getattr(resolve_handle, "standard", None) is not None
             member = _standard_enum_member(module, qualname, name, may_import)
-            plain = decode(value, None, depth)
+            plain = _decode(value, None, depth)
             return member if member is not None and member == plain else plain
         if tag == "kt":
             # (round twenty-six) The interpreter's type of a stub's object, ``type(make())`` of a generator the runner
@@ -1149,8 +1170,8 @@ MAX_ENUM_NAME = 200
 def _decode_pairs(mapping, body, resolve_handle, depth, nodes, originals):
     for pair in _as_list(body):
         key, val = _as_list(pair)
-        key = decode(key, resolve_handle, depth, nodes, originals)  # before the value, as encode visits
-        mapping[key] = decode(val, resolve_handle, depth, nodes, originals)
+        key = _decode(key, resolve_handle, depth, nodes, originals)  # before the value, as encode visits
+        mapping[key] = _decode(val, resolve_handle, depth, nodes, originals)
     return mapping
 
 
