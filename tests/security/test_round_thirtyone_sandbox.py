@@ -117,3 +117,93 @@ def test_a_container_holding_itself_still_cannot_cross(executor):
     code = "def make_grid(h, w):\n    x = []\n    x.append(x)\n    return x\n"
     result = _run(executor, "cycle", code, GRID_TESTS)
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+
+
+KEPT = {
+    "the caller's list kept": (
+        "class Stats:\n    def __init__(self, data):\n        self.data = data\n    def count(self):\n"
+        "        return len(self.data)\n",
+        "data = [1, 2]\ns = Stats(data)\ndata.append(3)\nself.assertEqual(s.count(), 2)",
+    ),
+    "its own list handed out": (
+        "class Stats:\n    def __init__(self, data):\n        self.data = list(data)\n    def items(self):\n"
+        "        return self.data\n    def count(self):\n        return len(self.data)\n",
+        "s = Stats([1, 2])\ns.items().append(3)\nself.assertEqual(s.count(), 2)",
+    ),
+    "its own dict read as an attribute": (
+        "class Stats:\n    def __init__(self, data):\n        self.data = {k: 1 for k in data}\n    def count(self):\n"
+        "        return len(self.data)\n",
+        "s = Stats([1, 2])\ns.data[3] = 1\nself.assertEqual(s.count(), 2)",
+    ),
+    "the caller's list changed later": (
+        "class Stats:\n    def __init__(self, data):\n        self.data = data\n    def add(self, x):\n"
+        "        self.data.append(x)\n",
+        "data = [1]\ns = Stats(data)\ns.add(2)\nself.assertEqual(data, [1])",
+    ),
+}
+COPIED = {
+    "the caller's list kept": (
+        "class Stats:\n    def __init__(self, data):\n        self.data = list(data)\n    def count(self):\n"
+        "        return len(self.data)\n"
+    ),
+    "its own list handed out": (
+        "class Stats:\n    def __init__(self, data):\n        self.data = list(data)\n    def items(self):\n"
+        "        return list(self.data)\n    def count(self):\n        return len(self.data)\n"
+    ),
+    "its own dict read as an attribute": None,  # (the tests reach into its state: one process lets them)
+    "the caller's list changed later": (
+        "class Stats:\n    def __init__(self, data):\n        self.data = list(data)\n    def add(self, x):\n"
+        "        self.data.append(x)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEPT))
+def test_a_container_both_sides_hold_is_one_container(executor, name):
+    code, body = KEPT[name]
+    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n" + textwrap.indent(body, " " * 8)
+    wrong = _run(executor, name, code, tests, entry_point="Stats")
+    assert wrong.status is ExecutionStatus.FAILED, (wrong.status, wrong.reason)
+    if COPIED[name] is not None:
+        right = _run(executor, name, COPIED[name], tests, entry_point="Stats")
+        assert right.status is ExecutionStatus.PASSED, right.reason
+
+
+def test_what_the_tests_change_in_a_kept_container_reaches_the_models_code(executor):
+    code = (
+        "class Bag:\n    def __init__(self, items):\n        self.items = items\n    def total(self):\n"
+        "        return sum(self.items)\n"
+    )
+    body = (
+        "items = [1, 2]\nbag = Bag(items)\nitems.append(3)\nself.assertEqual(bag.total(), 6)\n"
+        "items.clear()\nself.assertEqual(bag.total(), 0)"
+    )
+    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n" + textwrap.indent(body, " " * 8)
+    result = _run(executor, "kept on purpose", code, tests, entry_point="Bag")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_only_what_the_models_code_keeps_is_linked():
+    """Linked containers are compared at every request (both sides): an argument its code did not keep, a result it
+    built for the reply and an argument handed back stay unlinked, so a job that keeps nothing pays nothing."""
+    from rewardpipe.execution.runtime import untrusted, wire
+
+    server = untrusted.Server(-1, -1)
+    state: dict = {}
+
+    def keeps(xs, ys):
+        state["xs"] = xs
+        return len(ys)
+
+    functions = {
+        "sorted copy": (sorted, [[3, 1]], None),
+        "sorted in place, handed back": (lambda xs: (xs.sort(), xs)[1], [[3, 1]], None),
+        "a new list": (lambda: [1, 2], [], None),
+        "keeps its first argument": (keeps, [[3, 1], [2]], [[0]]),
+        "its own state": (lambda: state.setdefault("own", [1]), [], [[None]]),
+    }
+    for name, (function, arguments, linked) in functions.items():
+        handle = server.handles.add(function)
+        request = {"op": "call", "h": handle, "args": [wire.encode(item) for item in arguments], "kwargs": []}
+        reply = server.handle(request)
+        assert reply.get("nl") is None if linked is None else [key for key, _ in reply["nl"]] == linked[0], name

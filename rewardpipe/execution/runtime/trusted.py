@@ -130,6 +130,7 @@ class Connection:
         # The model's replies handed the tests a built-in whose calls make what cannot cross (``iter``, ``map``...): an
         # iterator (or a bare object) the tests then hand to its code may be of its making (see _encode_argument).
         self.gave_makers = False
+        self.links = wire.Links()  # the tests' containers whose copies the model's code holds (round thirty-one)
 
     def request(self, message: dict) -> dict:
         with self.lock:
@@ -138,6 +139,9 @@ class Connection:
     def _request(self, message: dict) -> dict:
         if self.dead:
             raise ModelProcessDied(self.dead)
+        changed = self.links.changed()  # what the tests did to the containers linked to the model's (wire.Links)
+        if changed:
+            message = {**message, "sy": changed}
         try:
             wire.send_json(self.wfd, message)
             raw = wire.recv_frame(self.rfd, MAX_REPLY_BYTES, skip_oversize=True)
@@ -153,7 +157,27 @@ class Connection:
             raise RemoteError("the model's process sent a malformed reply")
         if "k" in reply:
             self.learn_kinds(reply["k"])
+        if "lk" in reply:
+            try:
+                self.links.apply(reply["lk"])
+            except (wire.WireError, RecursionError, ValueError, TypeError) as exc:
+                raise RemoteError(f"the model's process sent undecodable changes: {exc}"[:300]) from None
         return reply
+
+    def link(self, new_links, arguments, result) -> None:
+        """Link what a reply's ``nl`` names (an argument by position or keyword, the result: None) to the model's
+        copy of it (wire.Links)."""
+        positional, keyword = arguments if arguments is not None else ((), {})
+        for item in new_links[: wire.MAX_LINKS] if type(new_links) is list else ():
+            if type(item) is not list or len(item) != 2:
+                continue
+            key, number = item
+            if key is None:
+                self.links.add(number, result)
+            elif type(key) is int and 0 <= key < len(positional):
+                self.links.add(number, positional[key])
+            elif type(key) is str and key in keyword:
+                self.links.add(number, keyword[key])
 
     def learn_kinds(self, described) -> None:
         """Keep the kind of each handle a reply hands over (see ``kinds``): well-formed entries only, the first
@@ -215,6 +239,8 @@ class Connection:
                 self.write_back(arguments, reply["wb"], argument_parts)
                 for part in argument_parts or ():
                     self._from_model(part)
+            if "nl" in reply:
+                self.link(reply["nl"], arguments, result)
         except (wire.WireError, RecursionError, ValueError) as exc:
             raise RemoteError(f"the model's process returned undecodable data: {exc}"[:300]) from None
         except MemoryError:
@@ -444,19 +470,10 @@ class Connection:
             key, tree = item
             target = positional[key] if type(key) is int and 0 <= key < len(positional) else keyword.get(key)
             new = wire.decode(tree, self.proxy, originals=argument_parts)
-            kind = type(target)
-            if type(new) is not kind or kind not in wire.MIRRORED_TYPES:
-                continue
-            if kind is memoryview:
+            if type(target) is memoryview and type(new) is memoryview:
                 _write_through(target, new)
-            elif kind in (list, bytearray) or (kind is array.array and new.typecode == target.typecode):
-                target[:] = new
-            elif kind is collections.deque:
-                target.clear()
-                target.extend(new)
-            elif kind is not array.array:  # dict, set, Counter, OrderedDict, defaultdict: in the callee's order
-                target.clear()
-                target.update(new)  # (an empty Counter's update sets the counts: it adds only to counts it has)
+            else:
+                wire.mirror_into(target, new)
 
     def exception(self, info, depth: int = 0) -> BaseException:
         """The exception the model's code raised, rebuilt here (:meth:`_exception`), with its notes and the

@@ -615,6 +615,7 @@ class Server:
         self.resolver = ModelSideResolver(self.handles)
         self.module = types.ModuleType("solution")
         self.effects = effects or Effects()
+        self.links = wire.Links()  # containers of the tests' whose copies this process holds, and its own handed over
 
     def load(self, code: str) -> None:
         sys.modules["solution"] = self.module
@@ -641,9 +642,17 @@ class Server:
                 return
             self.effects.start()
             try:
+                if "sy" in request:
+                    self.links.apply(request["sy"])
                 reply = self.handle(request)
             except BaseException as exc:  # noqa: BLE001 - report, never die on the model's behalf
                 reply = {"exc": describe_exception(exc, handles=self.handles)}
+            try:
+                changed = self.links.changed()
+            except BaseException:  # noqa: BLE001 - the model's own containers: its failure shows in the values
+                changed = []
+            if changed:
+                reply["lk"] = changed
             kinds = self.handles.kinds()
             if kinds:
                 reply["k"] = kinds
@@ -661,6 +670,23 @@ class Server:
 
     def _encode(self, value, refs: dict | None = None):
         return wire.encode(value, self.handles.add, refs=refs)
+
+    def _linked(self, reply: dict, result, fresh: list, arguments=(), given=()) -> dict:
+        """``reply``, naming in ``nl`` the containers it hands over that are now linked (wire.Links): the call's
+        arguments its code kept, by position or keyword, and the result as None when the model's code holds it
+        elsewhere too (a list of its state, ``self._items``): it has more references than ``fresh``, a new list held
+        by the caller as the result is (an argument handed back, ``given``, is the caller's own already)."""
+        found = []
+        kept = type(result) in wire.LINKABLE and sys.getrefcount(result) > sys.getrefcount(fresh)
+        kept = kept and not any(value is result for value in given)
+        held = [(None, result)] if kept else []
+        for key, value in [*arguments, *held]:
+            if self.links.add(self.links.made, value):  # (numbered once for the job: never a number used before)
+                found.append([key, self.links.made])
+                self.links.made += 1
+        if found:
+            reply["nl"] = found
+        return reply
 
     def handle(self, request: dict) -> dict:
         op = request.get("op")
@@ -680,7 +706,13 @@ class Server:
             for key, value in raw_kwargs:
                 tops.append(len(nodes))
                 kwargs[str(key)] = self._decode(value, nodes)
+            given = [*args, *kwargs.values()]
+            before = [sys.getrefcount(value) for value in given]
             result = target(*args, **kwargs)
+            # The arguments its code kept a reference to (``self.data = data``), the ones worth linking (wire.Links).
+            # (counted as before the call, then compared: the same frames hold them both times)
+            after = [sys.getrefcount(value) - (value is result) for value in given]
+            kept = [now > then for now, then in zip(after, before, strict=True)]
             # A result that is (or holds) one of the arguments, or an immutable part of one, goes back as a
             # reference to it, so the caller gets its own object: assertIs(f(xs), xs), the caller's NaN
             # handed back inside a list. Nested containers are sent by value (a mutation inside them must
@@ -701,11 +733,16 @@ class Server:
                     write_back.append([key, self._encode(value, inner)])
             if write_back:
                 reply["wb"] = write_back
-            return reply
+            keys = [*range(len(args)), *kwargs]
+            fresh: list = []  # (held as ``result`` is: by one name here)
+            kept_arguments = [(key, value) for key, value, keep in zip(keys, given, kept, strict=True) if keep]
+            return self._linked(reply, result, fresh, kept_arguments, given)
         if op == "get":
             return {"ok": self._encode(target)}
         if op == "getattr":
-            return {"ok": self._encode(getattr(target, str(request["name"])))}
+            value = getattr(target, str(request["name"]))
+            fresh = []
+            return self._linked({"ok": self._encode(value)}, value, fresh)
         if op == "setattr":
             setattr(target, str(request["name"]), self._decode(request["value"]))
             return {"ok": None}
@@ -719,7 +756,9 @@ class Server:
             type(target).__exit__(target, kind, kind() if kind is not None else None, None)
             return {"ok": None}
         if op == "getitem":
-            return {"ok": self._encode(target[self._decode(request["key"])])}
+            value = target[self._decode(request["key"])]
+            fresh = []
+            return self._linked({"ok": self._encode(value)}, value, fresh)
         if op == "setitem":
             target[self._decode(request["key"])] = self._decode(request["value"])
             return {"ok": None}

@@ -423,6 +423,96 @@ _FRACTION_NUMERATOR = fractions.Fraction.numerator.fget  # type: ignore[attr-def
 _FRACTION_DENOMINATOR = fractions.Fraction.denominator.fget  # type: ignore[attr-defined]
 
 
+# Round thirty-one: a container one side handed the other (an argument the model's code keeps, ``self.data = data``;
+# a list of its state it returns, ``return self._items``) was a copy there, so what either side later did to it never
+# reached the other: a wrong answer that keeps the caller's list (or hands out its own) **passed** the tests that
+# check it does not (``data.append(3)``, then ``assertEqual(s.count(), 2)``), which fail it in one process. Each side
+# now keeps such a container, and its copy, linked by a number the model's side gives: before each request the
+# tests' side sends what changed of its linked containers, and each reply says what changed of the model's; each
+# side mirrors it in place (as the write-back of a call's arguments). Top-level containers of the mirrored types
+# only, within bounds (a container beyond them stays a copy, as before).
+MAX_LINKS = 64  # linked containers per job
+MAX_LINKED_VALUES = 2_000  # values of all of them together, compared at every request (both sides)
+
+
+class Links:
+    """The containers of this side linked to their copies on the other (see above): link -> [object, its tree when
+    the sides last agreed]."""
+
+    def __init__(self):
+        self.entries: dict[int, list] = {}
+        self.ids: set[int] = set()
+        self.values = 0
+        self.made = 0  # links made so far (the model's side numbers them)
+
+    def add(self, link, value) -> bool:
+        """Link ``value`` (when it may be, and the bounds allow) under ``link``; whether it was."""
+        if type(value) not in LINKABLE or type(link) is not int or link in self.entries or id(value) in self.ids:
+            return False
+        if len(self.entries) >= MAX_LINKS:
+            return False
+        nodes: list = []
+        try:
+            tree = encode(value, nodes=nodes)
+        except (Unencodable, RecursionError, ValueError):
+            return False
+        if self.values + len(nodes) > MAX_LINKED_VALUES:
+            return False
+        self.values += len(nodes)
+        self.entries[link] = [value, tree]
+        self.ids.add(id(value))
+        return True
+
+    def changed(self) -> list:
+        """``[[link, tree], ...]`` of the containers changed since the sides last agreed (a container grown past the
+        bounds, or holding what cannot cross, is no longer linked)."""
+        found, total = [], 0
+        for link, entry in list(self.entries.items()):
+            nodes: list = []
+            try:
+                tree = encode(entry[0], nodes=nodes)
+            except (Unencodable, RecursionError, ValueError):
+                tree = None
+            total += len(nodes)
+            if tree is None or total > MAX_LINKED_VALUES:
+                del self.entries[link]
+                self.ids.discard(id(entry[0]))
+                continue
+            if tree != entry[1]:
+                entry[1] = tree
+                found.append([link, tree])
+        self.values = total
+        return found
+
+    def apply(self, updates) -> None:
+        """Mirror the other side's changes into the containers linked here."""
+        for item in _as_list(updates)[:MAX_LINKS]:
+            link, tree = _as_list(item)
+            entry = self.entries.get(link) if type(link) is int else None
+            if entry is not None:
+                mirror_into(entry[0], decode(tree))
+                entry[1] = encode(entry[0])  # (as this side reads it: a set rebuilt may iterate in another order)
+
+
+LINKABLE = frozenset(MIRRORED_TYPES) - {memoryview}  # (a view is of its buffer: nothing the other side holds)
+
+
+def mirror_into(target, new) -> None:
+    """Make ``target`` hold what ``new`` holds, keeping its identity (a deque its maxlen, a defaultdict its factory);
+    nothing when they are not of one mirrored type (a memoryview: see trusted._write_through)."""
+    kind = type(target)
+    if type(new) is not kind or kind not in MIRRORED_TYPES or kind is memoryview:
+        return
+    if kind in (list, bytearray) or (kind is array.array and new.typecode == target.typecode):
+        target[:] = new
+    elif kind is collections.deque:
+        target.clear()
+        target.extend(new)
+    elif kind is not array.array:  # dict, set, Counter, OrderedDict, defaultdict: in the callee's order
+        target.clear()
+        target.update(new)  # (an empty Counter's update sets the counts: it adds only to counts it has)
+
+
 def _referable(value) -> bool:
     """Whether identity with an argument is worth saying: not for singletons and cached small ints, whose
     identity every equal value shares anyway."""
