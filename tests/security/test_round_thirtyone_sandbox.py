@@ -207,3 +207,36 @@ def test_only_what_the_models_code_keeps_is_linked():
         request = {"op": "call", "h": handle, "args": [wire.encode(item) for item in arguments], "kwargs": []}
         reply = server.handle(request)
         assert reply.get("nl") is None if linked is None else [key for key, _ in reply["nl"]] == linked[0], name
+
+
+FORGED_CHANGES = {  # what the model's process reports as changes -> the verdict
+    "a handle inside": ('[[0, {"l": [{"h": 1}]}]]', ExecutionStatus.FAILED),
+    "the tests' list changed": ('[[0, {"l": [1, 2, 3]}]]', ExecutionStatus.FAILED),
+    "not a list": ('{"x": 1}', ExecutionStatus.FAILED),
+    "a malformed entry": ("[[0]]", ExecutionStatus.FAILED),
+    "another type": ('[[0, {"d": [["a", 1]]}]]', ExecutionStatus.PASSED),
+    "a link never made": ('[[7, {"l": [1, 2, 3]}]]', ExecutionStatus.PASSED),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGED_CHANGES))
+def test_forged_changes_of_linked_containers_are_at_most_what_kept_code_could_do(executor, name):
+    # The model's process reports what it likes as changes of the containers linked to the tests' (wire.Links):
+    # whatever it says is at most what its code could do to a list it kept (change it: the tests see that, as in one
+    # process), or a malformed reply (its failure); never an error, and no other of the tests' values.
+    forged, verdict = FORGED_CHANGES[name]
+    code = f"""
+import json
+from rewardpipe.execution.runtime import wire
+wire.Links.changed = lambda self: json.loads({forged!r})
+class Stats:
+    def __init__(self, data):
+        self.data = data
+    def count(self):
+        return 2
+"""
+    body = "data, expected = [1, 2], [1, 2]\ns = Stats(data)\nself.assertEqual(s.count(), 2)\n"
+    body += "self.assertEqual(data, expected)"
+    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n" + textwrap.indent(body, " " * 8)
+    result = _run(executor, name, code, tests, entry_point="Stats")
+    assert result.status is verdict, (result.status, result.reason)

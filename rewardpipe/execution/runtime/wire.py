@@ -454,7 +454,7 @@ class Links:
         nodes: list = []
         try:
             tree = encode(value, nodes=nodes)
-        except (Unencodable, RecursionError, ValueError):
+        except (Unencodable, RecursionError, ValueError, RuntimeError):  # (changed while read: a thread)
             return False
         if self.values + len(nodes) > MAX_LINKED_VALUES:
             return False
@@ -471,7 +471,7 @@ class Links:
             nodes: list = []
             try:
                 tree = encode(entry[0], nodes=nodes)
-            except (Unencodable, RecursionError, ValueError):
+            except (Unencodable, RecursionError, ValueError, RuntimeError):  # (changed while read: a thread)
                 tree = None
             total += len(nodes)
             if tree is None or total > MAX_LINKED_VALUES:
