@@ -240,3 +240,15 @@ class Stats:
     tests = "import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n" + textwrap.indent(body, " " * 8)
     result = _run(executor, name, code, tests, entry_point="Stats")
     assert result.status is verdict, (result.status, result.reason)
+
+
+def test_a_module_level_list_the_tests_read_follows_the_models_changes(executor):
+    # Round thirteen left module-level mutable values read once (at the tests' load): ``HISTORY`` stayed empty after
+    # the tests called the function that appends to it, a right answer's 0. The list is linked now.
+    code = "HISTORY = []\ndef record(x):\n    HISTORY.append(x)\n    return len(HISTORY)\n"
+    body = "self.assertEqual(record(1), 1)\nself.assertEqual(record(2), 2)\nself.assertEqual(HISTORY, [1, 2])"
+    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n" + textwrap.indent(body, " " * 8)
+    right = _run(executor, "history", code, tests, entry_point="record")
+    assert right.status is ExecutionStatus.PASSED, right.reason
+    wrong = _run(executor, "history", code.replace("HISTORY.append(x)", "HISTORY.append(-x)"), tests, "record")
+    assert wrong.status is ExecutionStatus.FAILED, (wrong.status, wrong.reason)

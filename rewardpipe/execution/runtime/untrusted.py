@@ -737,8 +737,9 @@ class Server:
             fresh: list = []  # (held as ``result`` is: by one name here)
             kept_arguments = [(key, value) for key, value, keep in zip(keys, given, kept, strict=True) if keep]
             return self._linked(reply, result, fresh, kept_arguments, given)
-        if op == "get":
-            return {"ok": self._encode(target)}
+        if op == "get":  # (a module-level value the tests read: ``HISTORY``, a list its functions append to)
+            fresh = []
+            return self._linked({"ok": self._encode(target)}, target, fresh)
         if op == "getattr":
             value = getattr(target, str(request["name"]))
             fresh = []
