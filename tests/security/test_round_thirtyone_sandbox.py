@@ -6,6 +6,11 @@
   which fail it in one process; and a right answer that shares one object on purpose failed ``assertIs``. A container
   met again inside one value now crosses as a reference to where it first crossed, both ways, and what such
   references would make the runner hold once expanded is bounded as the values of a reply are.
+* **One container on both sides.** A container one side handed the other stayed a copy there for good: a wrong answer
+  that keeps the caller's list (``self.data = data``) or hands out its own state (``return self._items``) **passed**
+  tests that check it does not alias them, and a module-level list the tests read (``HISTORY``) stayed as first read
+  (a right answer's 0). Containers the model's code keeps are linked, their changes mirrored both ways at every
+  request; what the model's process reports as changes is at most what kept code could do.
 """
 
 from __future__ import annotations
