@@ -482,6 +482,9 @@ def diagnose(
         except Exception as exc:  # noqa: BLE001
             diagnosis.add("scenario_failed", f"scenarios() failed: {type(exc).__name__}: {exc}")
             scenarios = {}
+        except SystemExit as exc:  # the environment's code: this task's finding, never doctor's silent end
+            diagnosis.add("scenario_failed", f"scenarios() called sys.exit({exc.code!r})")
+            scenarios = {}
         if not scenarios and not diagnosis.problems:
             # none to play (the default scenarios() gives none): said once, not as a "no value" per component
             diagnosis.add(
@@ -589,6 +592,8 @@ def _check_task(
                 diagnosis.add("environment", problem)
     except Exception as exc:  # noqa: BLE001
         diagnosis.add("environment", f"check_task() failed: {type(exc).__name__}: {exc}")
+    except SystemExit as exc:
+        diagnosis.add("environment", f"check_task() called sys.exit({exc.code!r})")
     for run in runs.values():
         for finding in run.problems:
             diagnosis.add(finding.check, finding.message)

@@ -693,6 +693,11 @@ def converse(
                 if _filtered_by_model(exc, state):
                     return end_without_commit(state, CONTENT_FILTER)
                 raise ConversationError("policy_error", state, exc) from exc
+            except SystemExit as exc:
+                # Not an Exception: a policy of the user's own (a scripted player's function) calling sys.exit()
+                # ended the whole run with its status, silently, every rollout of the step lost.
+                failure = EpisodeError(f"the policy called sys.exit({exc.code!r})")
+                raise ConversationError("policy_error", state, failure, str(failure)) from None
             if not isinstance(turn, (str, Message)) or (isinstance(turn, Message) and turn.role != "assistant"):
                 what = f"a {turn.role} message" if isinstance(turn, Message) else type(turn).__name__
                 raise ConversationError("policy_error", state, TypeError(f"policy returned {what}, not text"))

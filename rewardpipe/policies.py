@@ -13,6 +13,7 @@ import hashlib
 import inspect
 import math
 import random
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,7 +24,16 @@ from rewardpipe.openai_client import ChatClient, ContextLengthExceeded, OwnsChat
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.environment import EpisodeState, TaskRow
 
-__all__ = ["OpenAIPolicy", "Policy", "PolicyExhausted", "ReplayPolicy", "ScenarioMix", "ScriptedPolicy", "fenced"]
+__all__ = [
+    "OpenAIPolicy",
+    "Policy",
+    "PolicyExhausted",
+    "ReplayPolicy",
+    "ScenarioFailed",
+    "ScenarioMix",
+    "ScriptedPolicy",
+    "fenced",
+]
 
 
 class Policy(Protocol):
@@ -107,6 +117,27 @@ class ScriptedPolicy:
 ScenariosFn = Callable[[Any], Mapping[str, ScriptedPolicy]]
 
 
+class ScenarioFailed(Exception):
+    """A scripted player, or the environment's ``scenarios()``, failed while a rollout was played (raised, or called
+    ``sys.exit()``): the message names which scenario of which task, and how it failed. Its rollout is a
+    ``policy_error``; the run goes on."""
+
+
+def _failure(exc: BaseException) -> str:
+    from rewardpipe.rewards.base import first_line
+
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r})"
+    return f"raised {first_line(exc)}"
+
+
+def _endpoint_failure(exc: BaseException) -> bool:
+    """An endpoint's failure inside a scripted player (one that asks an LLM): passed on as it is, for the turn loop
+    to classify (a content filter, a context window)."""
+    client = sys.modules.get("rewardpipe.openai_client")
+    return client is not None and isinstance(exc, client.EndpointError)
+
+
 class ScenarioMix:
     """Every rollout plays one scenario of its task, drawn by the scenarios' weights from a generator seeded
     by ``(seed, run, step, rollout)``; from ``collapse_from_step`` on, every rollout plays ``collapse_to``
@@ -135,7 +166,10 @@ class ScenarioMix:
         known = self._by_task.get(id(task))
         if known is not None and known[0] is task:
             return known[1]
-        scenarios = self.scenarios(task)
+        try:
+            scenarios = self.scenarios(task)
+        except (Exception, SystemExit) as exc:  # the environment's code: its rollout's error, named, not the run's end
+            raise ScenarioFailed(f"scenarios() of task {task.task_id!r} {_failure(exc)}") from exc
         if not scenarios:
             raise ValueError(f"the environment gives no scenarios for task '{task.task_id}' to play")
         if len(self._by_task) >= 4096:
@@ -176,7 +210,14 @@ class ScenarioMix:
             raise ValueError(f"no scenario named '{name}' for task '{task.task_id}' (known: {', '.join(scenarios)})")
         rng = random.Random.__new__(random.Random)  # no seeding from the OS: the state is set right after
         rng.setstate(rng_state)
-        return scenarios[name].turn(state, task, rng)
+        try:
+            return scenarios[name].turn(state, task, rng)
+        except PolicyExhausted:  # the script ended (or the window is full): the episode is scored as it stands
+            raise
+        except (Exception, SystemExit) as exc:  # a player's failure, named: "RuntimeError: boom" said neither
+            if _endpoint_failure(exc):
+                raise
+            raise ScenarioFailed(f"scenario {name!r} of task {task.task_id!r} {_failure(exc)}") from exc
 
 
 class ReplayPolicy:

@@ -1,0 +1,208 @@
+"""Round thirty-one on the environment protocol and the episode engine, with an environment and a reward of a
+user's own, broken the way user code breaks.
+
+E1. A scripted player calling ``sys.exit()`` ended the whole run: ``run --policy scripted`` stopped with the
+player's exit status and no message, every rollout of the step lost, and so did ``doctor`` and
+``rewardpipe.testing.check_environment`` (a scenario function, or ``scenarios()`` itself, is the environment's
+code as much as a hook is, and a hook's ``sys.exit()`` is one rollout's error). A policy's ``sys.exit()`` is now
+that rollout's ``policy_error`` naming the status; ``scenarios()`` or ``check_task()`` calling it is a
+``scenario_failed`` finding of its task in doctor. A scripted player that raises, or a ``scenarios()`` that
+raises while a rollout is played, now says which scenario of which task (it said only "RuntimeError: boom").
+
+E2. A tool call whose ``id`` is not text (an endpoint, or a model whose parser takes the id from its output, gives
+``"id": ["a"]`` or an object) made the rollout's next request unbuildable: "TypeError: unhashable type: 'list'",
+an excluded ``policy_error`` of the model's making. Such a call is answered by no tool message (their
+``tool_call_id`` is text), so it is left out of the request like any unanswered call.
+
+E3. A component declaring a positional-only parameter beside a keyword-only one (``def f(completion, /, *,
+reference)``) was accepted, then every sample it scored was ``component_raised`` ("got some positional-only
+arguments passed as keyword arguments"): each input is now passed the way its parameter takes it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from pydantic import Field
+
+from rewardpipe import Environment, EpisodeState, Reward, ScriptedPolicy, TaskRow, component
+from rewardpipe.runner import NoSandbox, plan_step, run_slots
+
+
+class CountTask(TaskRow):
+    target: int
+
+
+class CountState(EpisodeState):
+    guesses: list[int] = Field(default_factory=list)
+    found: bool = False
+
+
+@component(range=(0, 1), role="outcome")
+def found(state):
+    """1 when the model said the number."""
+    return 1.0 if state.found else 0.0
+
+
+@component(range=(-1, 0), role="penalty", weight=0.2)
+def many_guesses(state):
+    """Minus the share of five guesses used."""
+    return -min(len(state.guesses), 5) / 5
+
+
+COUNT = Reward("count", [found, many_guesses])
+
+
+def _number(text):
+    try:
+        return int(text.strip().split()[-1])
+    except (ValueError, IndexError):
+        return -1
+
+
+class Count(Environment):
+    """Guess a number: the user says higher or lower. Written as docs/guides/write-an-environment.md says."""
+
+    name = "count"
+    version = "1"
+    task_model = CountTask
+    state_model = CountState
+    max_turns = 4
+    reward = COUNT
+
+    def on_policy_turn(self, state, task, text):
+        guess = _number(text)
+        if guess == task.target:
+            return state.evolve(found=True, guesses=[*state.guesses, guess], next_action="score", end_reason="found")
+        return state.evolve(guesses=[*state.guesses, guess], next_action="env")
+
+    def respond(self, state, task, ctx):
+        word = "higher" if state.guesses[-1] < task.target else "lower"
+        return state.append({"role": "user", "content": word}, next_action="policy")
+
+    def scenarios(self, task):
+        return {
+            "reference": ScriptedPolicy(lambda state, task: str(task.target)),
+            "wrong": ScriptedPolicy(["0", "1", "2"]),
+        }
+
+
+TASKS = [CountTask(task_id=f"t{n}", prompt="Guess my number from 0 to 10.", target=n) for n in (3, 6, 9)]
+
+
+def _run(env, policy=None, threads=1):
+    slots = plan_step(TASKS, 0, len(TASKS), 2)
+    policy = policy if policy is not None else env.scripted_policy(seed=0)
+    return run_slots(slots, policy=policy, env=env, executor=NoSandbox(), run_id="r31", conversation_threads=threads)
+
+
+def test_the_environment_as_written_runs_and_scores():
+    records = _run(Count())
+    assert len(records) == 6
+    assert all(record.status == "scored" for record in records)
+
+
+class ExitingPlayer(Count):
+    """The reference player of task t6 quits (a game engine's own "quit", a script's sys.exit)."""
+
+    def scenarios(self, task):
+        def reference(state, task):
+            if task.target == 6:
+                sys.exit(3)
+            return str(task.target)
+
+        return {"reference": ScriptedPolicy(reference), "wrong": ScriptedPolicy(["0", "1", "2"], weight=0)}
+
+
+class ExitingScenarios(Count):
+    def scenarios(self, task):
+        if task.target == 6:
+            sys.exit(4)
+        return super().scenarios(task)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("env", [ExitingPlayer(), ExitingScenarios()], ids=["player", "scenarios"])
+def test_a_scripted_player_calling_sys_exit_costs_its_own_rollouts(env, threads):
+    records = _run(env, threads=threads)
+    assert len(records) == 6
+    by_task = {}
+    for record in records:
+        by_task.setdefault(record.task_id, []).append(record)
+    assert all(record.status == "scored" for task in ("t3", "t9") for record in by_task[task])
+    for record in by_task["t6"]:
+        assert record.status == "error" and record.aggregate is None
+        assert record.error.kind == "policy_error"
+        assert "sys.exit(" in record.error.message and "t6" in record.error.message
+
+
+def test_a_policy_of_ones_own_calling_sys_exit_is_a_policy_error():
+    class Quitter:
+        def next_turn(self, state, task):
+            raise SystemExit("bye")
+
+    records = _run(Count(), policy=Quitter())
+    assert [record.error.kind for record in records] == ["policy_error"] * 6
+    assert "sys.exit('bye')" in records[0].error.message
+
+
+class RaisingPlayer(Count):
+    def scenarios(self, task):
+        def reference(state, task):
+            raise RuntimeError("boom")
+
+        return {"reference": ScriptedPolicy(reference)}
+
+
+class RaisingScenarios(Count):
+    def scenarios(self, task):
+        raise RuntimeError("no scenarios today")
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [(RaisingPlayer(), "scenario 'reference' of task 't3'"), (RaisingScenarios(), "scenarios() of task 't3'")],
+    ids=["player", "scenarios"],
+)
+def test_a_raising_scripted_player_names_its_scenario_and_task(env, named):
+    records = _run(env)
+    first = records[0]
+    assert first.task_id == "t3" and first.error.kind == "policy_error"
+    assert named in first.error.message and "RuntimeError" in first.error.message
+
+
+def test_a_player_ending_its_script_still_ends_the_episode_not_an_error():
+    records = _run(Count(), policy=ScriptedPolicy(["0"]))
+    assert all(record.status == "scored" for record in records)
+    assert {record.metrics["end_reason"].split(":")[0] for record in records} == {"policy_exhausted"}
+
+
+@pytest.mark.parametrize("env", [ExitingPlayer(), ExitingScenarios()], ids=["player", "scenarios"])
+def test_doctor_reports_a_scenario_calling_sys_exit_and_goes_on(env):
+    from rewardpipe.doctor import diagnose
+
+    diagnoses = diagnose(TASKS, env, NoSandbox())
+    by_task = {diagnosis.task_id: diagnosis for diagnosis in diagnoses}
+    assert set(by_task) == {"t3", "t6", "t9"}
+    assert by_task["t3"].ok and by_task["t9"].ok
+    findings = by_task["t6"].findings
+    assert any(finding.check == "scenario_failed" and "sys.exit(" in finding.message for finding in findings)
+
+
+def test_doctor_reports_check_task_calling_sys_exit():
+    from rewardpipe.doctor import diagnose
+
+    class Quits(Count):
+        def check_task(self, task, runs):
+            sys.exit(5)
+
+    (diagnosis,) = diagnose(TASKS[:1], Quits(), NoSandbox())
+    assert any("check_task() called sys.exit(5)" in problem for problem in diagnosis.problems)
+
+
+def test_check_environment_reports_a_scripted_player_calling_sys_exit():
+    from rewardpipe.testing import check_environment
+
+    with pytest.raises(AssertionError, match=r"sys\.exit\(3\)"):
+        check_environment(ExitingPlayer(), TASKS)
