@@ -292,7 +292,14 @@ def chat_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 break
             if later.role == "tool" and later.tool_call_id is not None:
                 answered.add(later.tool_call_id)
-        kept = [call for call in message.tool_calls if isinstance(call, dict) and call.get("id") in answered]
+        # Only a text id can be answered (a tool message's tool_call_id is text); a list or an object as the id (an
+        # endpoint's, or a parser's taking it from the model's output) is not even hashable: asked of the set, it
+        # failed the rollout's next request ("unhashable type"), an excluded policy_error of the model's making.
+        kept = [
+            call
+            for call in message.tool_calls
+            if isinstance(call, dict) and isinstance(call.get("id"), str) and call["id"] in answered
+        ]
         sent_calls = {call["id"] for call in kept}
         if len(kept) != len(message.tool_calls):
             if kept:

@@ -27,6 +27,7 @@ import pytest
 from pydantic import Field
 
 from rewardpipe import Environment, EpisodeState, Reward, ScriptedPolicy, TaskRow, component
+from rewardpipe.models import Message
 from rewardpipe.runner import NoSandbox, plan_step, run_slots
 
 
@@ -206,3 +207,55 @@ def test_check_environment_reports_a_scripted_player_calling_sys_exit():
 
     with pytest.raises(AssertionError, match=r"sys\.exit\(3\)"):
         check_environment(ExitingPlayer(), TASKS)
+
+
+# -- E2: tool calls of a hostile shape -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("call_id", [["a"], {"a": 1}, 5, None, 1.5])
+def test_a_tool_call_whose_id_is_not_text_leaves_the_next_request_buildable(call_id):
+    from rewardpipe.policies import chat_messages
+
+    call = {"id": call_id, "type": "function", "function": {"name": "guess", "arguments": "{}"}}
+    answered = {"id": "c1", "type": "function", "function": {"name": "guess", "arguments": "{}"}}
+    messages = [
+        Message(role="user", content="go"),
+        Message(role="assistant", content="", tool_calls=[call, answered]),
+        Message(role="tool", content="ok", tool_call_id=str(call_id)),
+        Message(role="tool", content="ok", tool_call_id="c1"),
+    ]
+    sent = chat_messages(messages)
+    assert sent[1]["tool_calls"] == [answered]
+    assert [message["role"] for message in sent] == ["user", "assistant", "user", "tool"]
+
+
+def test_a_tool_call_with_a_list_id_from_the_endpoint_is_no_policy_error():
+    import json
+
+    import httpx
+
+    from rewardpipe.openai_client import ChatClient
+    from rewardpipe.policies import OpenAIPolicy
+
+    reply = {
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": "0",
+                    "tool_calls": [{"id": ["x"], "type": "function", "function": {"name": "g", "arguments": "{}"}}],
+                }
+            }
+        ]
+    }
+
+    def handler(request):
+        return httpx.Response(200, json=reply)
+
+    client = ChatClient("http://policy.invalid/v1", "m", transport=httpx.MockTransport(handler), max_retries=0)
+    tools = [{"type": "function", "function": {"name": "g", "parameters": {"type": "object"}}}]
+    policy = OpenAIPolicy("http://policy.invalid/v1", "m", client=client, tools=tools)
+    records = _run(Count(), policy=policy)
+    assert [record.status for record in records] == ["scored"] * 6, [record.error for record in records]
+    assert {record.metrics["end_reason"] for record in records} == {"turn_limit"}
+    assert json.dumps(reply)  # the reply itself is plain JSON: only its call's id is of the wrong type
