@@ -200,19 +200,36 @@ def input_names(fn: Callable[..., Any], what: str) -> tuple[tuple[str, ...], boo
     return tuple(names), positional
 
 
+def leading_positional(fn: Callable[..., Any]) -> int:
+    """How many of ``fn``'s parameters come before its keyword-only ones (positional-only ones among them): what a
+    caller passes by position when some are keyword-only (0 when its signature cannot be read)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 0
+    return sum(1 for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY)
+
+
 def is_async_callable(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - is the __call__ method async; not a callable() test
 
 
-def make_caller(fn: Callable[..., Any], inputs: tuple[str, ...], positional: bool) -> Callable[[Any], Any]:
+def make_caller(
+    fn: Callable[..., Any], inputs: tuple[str, ...], positional: bool, leading: int = 0
+) -> Callable[[Any], Any]:
     """``call(data)`` that hands ``fn`` the inputs it asked for from a ScoringInput, decided once here
-    (the scorer calls it for every sample: no signature is read, no dict is built per call)."""
+    (the scorer calls it for every sample: no signature is read, no dict is built per call). When some are
+    keyword-only (``positional`` False), the first ``leading`` (:func:`leading_positional`) are passed by position:
+    a positional-only one passed by keyword failed every sample it scored."""
     if inputs == (LEGACY_INPUT,):
         return fn if positional else (lambda data: fn(data=data))
     if not inputs:
         return lambda data: fn()  # noqa: ARG005 - every compiled component is called with the sample's data
     if not positional:
-        getters = tuple((name, attrgetter(name)) for name in inputs)
+        getters = tuple((name, attrgetter(name)) for name in inputs[leading:])
+        if leading:
+            head = tuple(attrgetter(name) for name in inputs[:leading])
+            return lambda data: fn(*[get(data) for get in head], **{name: get(data) for name, get in getters})
         return lambda data: fn(**{name: get(data) for name, get in getters})
     if len(inputs) == 1:
         get = attrgetter(inputs[0])
@@ -287,7 +304,7 @@ class Component:
         asynchronous = is_async_callable(fn)
         # the limit bounds the function, not the caller: the inputs are taken in the scorer's thread
         bounded = fn if timeout_s is None else with_timeout(fn, name, timeout_s, asynchronous)
-        caller = make_caller(bounded, inputs, positional)
+        caller = make_caller(bounded, inputs, positional, leading_positional(fn))
         for slot, value in (
             ("name", name),
             ("weight", check_weight(weight, name)),

@@ -31,6 +31,7 @@ from rewardpipe.components import (
     check_name,
     input_names,
     is_async_callable,
+    leading_positional,
     make_caller,
 )
 from rewardpipe.gc_pause import paused_gc
@@ -284,7 +285,7 @@ def _hook(fn: Callable[..., Any] | None, what: str) -> Callable[[ScoringInput], 
     inputs, positional = input_names(fn, what)
     if is_async_callable(fn):
         raise ComponentDefinitionError(f"{what}: must be a plain (not async) function")
-    return make_caller(fn, inputs, positional)
+    return make_caller(fn, inputs, positional, leading_positional(fn))
 
 
 def _messages(messages: Any) -> Sequence[Message]:

@@ -259,3 +259,30 @@ def test_a_tool_call_with_a_list_id_from_the_endpoint_is_no_policy_error():
     assert [record.status for record in records] == ["scored"] * 6, [record.error for record in records]
     assert {record.metrics["end_reason"] for record in records} == {"turn_limit"}
     assert json.dumps(reply)  # the reply itself is plain JSON: only its call's id is of the wrong type
+
+
+# -- E3: parameters the engine must satisfy ----------------------------------------------------------------
+
+
+def test_a_component_with_positional_only_and_keyword_only_inputs_is_called_as_declared():
+    from rewardpipe.testing import score
+
+    @component(range=(0, 1), role="outcome")
+    def matches(completion, /, *, reference):
+        return 1.0 if completion == reference else 0.0
+
+    reward = Reward("posonly", [matches])
+    assert score(reward, completion="7", reference="7").components == {"matches": 1.0}
+    assert score(reward, completion="7", reference="8").components == {"matches": 0.0}
+    assert matches("7", reference="7") == 1.0  # still callable as the function it is
+
+
+def test_diagnostics_with_positional_only_and_keyword_only_inputs_are_called_as_declared():
+    from rewardpipe.testing import score
+
+    def diagnostics(completion, /, *, reference):
+        return {"same": completion == reference}
+
+    reward = Reward("posonly_diag", [found], diagnostics=diagnostics)
+    result = score(reward, completion="7", reference="7", state=CountState(found=True))
+    assert result.metrics == {"same": True}
