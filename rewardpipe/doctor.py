@@ -45,6 +45,7 @@ from rewardpipe.execution.runtime.harness import (
     parse_stdio_tests,
 )
 from rewardpipe.execution.shape_lint import shape_findings
+from rewardpipe.rewards.base import how_failed
 
 VALUE_TOLERANCE = 1e-9
 
@@ -482,8 +483,10 @@ def diagnose(
         except Exception as exc:  # noqa: BLE001
             diagnosis.add("scenario_failed", f"scenarios() failed: {type(exc).__name__}: {exc}")
             scenarios = {}
-        except SystemExit as exc:  # the environment's code: this task's finding, never doctor's silent end
-            diagnosis.add("scenario_failed", f"scenarios() called sys.exit({exc.code!r})")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - sys.exit() too: the environment's, this task's finding
+            diagnosis.add("scenario_failed", f"scenarios() {how_failed(exc)}")
             scenarios = {}
         if not scenarios and not diagnosis.problems:
             # none to play (the default scenarios() gives none): said once, not as a "no value" per component
@@ -592,8 +595,10 @@ def _check_task(
                 diagnosis.add("environment", problem)
     except Exception as exc:  # noqa: BLE001
         diagnosis.add("environment", f"check_task() failed: {type(exc).__name__}: {exc}")
-    except SystemExit as exc:
-        diagnosis.add("environment", f"check_task() called sys.exit({exc.code!r})")
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - sys.exit(), CancelledError: this task's finding, not doctor's end
+        diagnosis.add("environment", f"check_task() {how_failed(exc)}")
     for run in runs.values():
         for finding in run.problems:
             diagnosis.add(finding.check, finding.message)

@@ -153,10 +153,15 @@ def call_hook(env: Any, hook: str, *args: Any) -> Any:
     :class:`EpisodeError` like any other failure of it."""
     try:
         return _call_hook(env, hook, *args)
-    except SystemExit as exc:
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - turned into this rollout's error, below
         # Not an Exception: every "one rollout's error" handler let it through, and one hook's sys.exit() (a
-        # game engine's own "quit") ended the whole run, silently, with its exit status.
-        raise EpisodeError(f"environment '{env.name}': {hook}() called sys.exit({exc.code!r})") from None
+        # game engine's own "quit"), asyncio.CancelledError (a task cancelled under the hook's asyncio.run) or a
+        # library's own BaseException ended the whole run, every rollout of the step lost.
+        from rewardpipe.rewards.base import how_failed
+
+        raise EpisodeError(f"environment '{env.name}': {hook}() {how_failed(exc)}") from None
 
 
 def _call_hook(env: Any, hook: str, *args: Any) -> Any:
@@ -693,10 +698,14 @@ def converse(
                 if _filtered_by_model(exc, state):
                     return end_without_commit(state, CONTENT_FILTER)
                 raise ConversationError("policy_error", state, exc) from exc
-            except SystemExit as exc:
-                # Not an Exception: a policy of the user's own (a scripted player's function) calling sys.exit()
-                # ended the whole run with its status, silently, every rollout of the step lost.
-                failure = EpisodeError(f"the policy called sys.exit({exc.code!r})")
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - turned into this rollout's error, below
+                # Not an Exception: a policy of the user's own (a scripted player's function) calling sys.exit(), or
+                # raising asyncio.CancelledError, ended the whole run, silently, every rollout of the step lost.
+                from rewardpipe.rewards.base import how_failed
+
+                failure = EpisodeError(f"the policy {how_failed(exc)}")
                 raise ConversationError("policy_error", state, failure, str(failure)) from None
             if not isinstance(turn, (str, Message)) or (isinstance(turn, Message) and turn.role != "assistant"):
                 what = f"a {turn.role} message" if isinstance(turn, Message) else type(turn).__name__

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rewardpipe.environment import ContextLimitReached, PolicyExhausted
 from rewardpipe.models import Message, Rollout
 from rewardpipe.openai_client import ChatClient, ContextLengthExceeded, OwnsChatClient
+from rewardpipe.rewards.base import how_failed
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.environment import EpisodeState, TaskRow
@@ -123,14 +124,6 @@ class ScenarioFailed(Exception):
     ``policy_error``; the run goes on."""
 
 
-def _failure(exc: BaseException) -> str:
-    from rewardpipe.rewards.base import first_line
-
-    if isinstance(exc, SystemExit):
-        return f"called sys.exit({exc.code!r})"
-    return f"raised {first_line(exc)}"
-
-
 def _endpoint_failure(exc: BaseException) -> bool:
     """An endpoint's failure inside a scripted player (one that asks an LLM): passed on as it is, for the turn loop
     to classify (a content filter, a context window)."""
@@ -168,8 +161,10 @@ class ScenarioMix:
             return known[1]
         try:
             scenarios = self.scenarios(task)
-        except (Exception, SystemExit) as exc:  # the environment's code: its rollout's error, named, not the run's end
-            raise ScenarioFailed(f"scenarios() of task {task.task_id!r} {_failure(exc)}") from exc
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # the environment's code (sys.exit() too): its rollout's error, not the run's end
+            raise ScenarioFailed(f"scenarios() of task {task.task_id!r} {how_failed(exc)}") from exc
         if not scenarios:
             raise ValueError(f"the environment gives no scenarios for task '{task.task_id}' to play")
         if len(self._by_task) >= 4096:
@@ -212,12 +207,12 @@ class ScenarioMix:
         rng.setstate(rng_state)
         try:
             return scenarios[name].turn(state, task, rng)
-        except PolicyExhausted:  # the script ended (or the window is full): the episode is scored as it stands
+        except (PolicyExhausted, KeyboardInterrupt):  # the script ended (or the window is full): scored as it stands
             raise
-        except (Exception, SystemExit) as exc:  # a player's failure, named: "RuntimeError: boom" said neither
+        except BaseException as exc:  # a player's failure, named: "RuntimeError: boom" said neither
             if _endpoint_failure(exc):
                 raise
-            raise ScenarioFailed(f"scenario {name!r} of task {task.task_id!r} {_failure(exc)}") from exc
+            raise ScenarioFailed(f"scenario {name!r} of task {task.task_id!r} {how_failed(exc)}") from exc
 
 
 class ReplayPolicy:

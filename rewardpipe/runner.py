@@ -39,6 +39,7 @@ from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.gc_pause import paused_gc
 from rewardpipe.models import Record, Rollout
 from rewardpipe.rewards import Reward
+from rewardpipe.rewards.base import how_failed
 from rewardpipe.transcripts import RolloutTranscript, transcript_of_episode
 
 ProgressFn = Callable[[str, int, int], None]
@@ -429,8 +430,10 @@ def score_rollouts(
         except Exception as exc:  # noqa: BLE001 - a recording the environment cannot replay costs its own line
             states[index] = exc
             continue
-        except SystemExit as exc:  # a replay() of its own calling sys.exit(): that line's, not the end of score
-            states[index] = EpisodeError(f"environment '{env.name}': replay() called sys.exit({exc.code!r})")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a replay() calling sys.exit() (or CancelledError): that line's
+            states[index] = EpisodeError(f"environment '{env.name}': replay() {how_failed(exc)}")
             continue
         states[index] = state
         if job is not None:

@@ -215,6 +215,13 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
+def how_failed(exc: BaseException) -> str:
+    """How user code failed, said after what failed: ``called sys.exit(3)``, or ``raised Type: first line``."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r})"
+    return f"raised {first_line(exc)}"
+
+
 def raised_error(name: str, exc: BaseException) -> ErrorInfo:
     if isinstance(exc, ComponentTimeout):  # its own message names the component and the limit
         return ErrorInfo(kind="component_timeout", message=str(exc))

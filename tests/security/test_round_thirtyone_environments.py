@@ -21,6 +21,7 @@ arguments passed as keyword arguments"): each input is now passed the way its pa
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 import pytest
@@ -286,3 +287,95 @@ def test_diagnostics_with_positional_only_and_keyword_only_inputs_are_called_as_
     reward = Reward("posonly_diag", [found], diagnostics=diagnostics)
     result = score(reward, completion="7", reference="7", state=CountState(found=True))
     assert result.metrics == {"same": True}
+
+
+# -- E4: a hook or a player raising what is not an Exception ------------------------------------------------
+
+
+class Stopped(BaseException):
+    """What a library's own control flow raises past ``except Exception`` (trio's Cancelled, gevent's Timeout)."""
+
+
+def _raising_on_t6(hook, exc):
+    """A Count whose ``hook`` raises ``exc`` on task t6 (the hooks that take the task)."""
+
+    def broken(self, *args):
+        task = args[0] if hook == "start" else args[1]
+        if task.task_id == "t6":
+            raise exc
+        return getattr(Count, hook)(self, *args)
+
+    return type(f"Broken_{hook}", (Count,), {hook: broken})()
+
+
+BASE_EXCEPTIONS = [asyncio.CancelledError("cancelled"), Stopped("stop"), GeneratorExit()]
+
+
+@pytest.mark.parametrize("exc", BASE_EXCEPTIONS, ids=lambda exc: type(exc).__name__)
+@pytest.mark.parametrize("hook", ["start", "on_policy_turn", "respond", "metrics"])
+def test_a_hook_raising_a_base_exception_costs_its_own_rollouts(hook, exc):
+    records = _run(_raising_on_t6(hook, exc), policy=ScriptedPolicy(["0", "1"]))
+    assert len(records) == 6
+    for record in records:
+        if record.task_id != "t6":
+            assert record.status == "scored"
+        elif hook == "metrics":  # evidence only: the score stands, the failure is said
+            assert record.status == "scored"
+            assert f"{type(exc).__name__}" in record.metrics["env_metrics_error"]
+        else:
+            assert record.status == "error" and record.error.kind == "simulator_error"
+            assert f"{hook}() raised {type(exc).__name__}" in record.error.message
+
+
+@pytest.mark.parametrize("exc", BASE_EXCEPTIONS, ids=lambda exc: type(exc).__name__)
+def test_a_player_raising_a_base_exception_costs_its_own_rollouts(exc):
+    class Player(Count):
+        def scenarios(self, task):
+            def reference(state, task):
+                if task.task_id == "t6":
+                    raise exc
+                return str(task.target)
+
+            return {"reference": ScriptedPolicy(reference)}
+
+    records = _run(Player(), threads=4)
+    assert [record.status for record in records] == ["scored", "scored", "error", "error", "scored", "scored"]
+    assert f"scenario 'reference' of task 't6' raised {type(exc).__name__}" in records[2].error.message
+
+
+def test_doctor_reports_scenarios_raising_a_base_exception():
+    from rewardpipe.doctor import diagnose
+
+    class Cancelled(Count):
+        def scenarios(self, task):
+            raise asyncio.CancelledError("no scenarios")
+
+    (diagnosis,) = diagnose(TASKS[:1], Cancelled(), NoSandbox())
+    assert any("scenarios()" in problem and "CancelledError" in problem for problem in diagnosis.problems)
+
+
+def test_score_reports_a_replay_raising_a_base_exception_on_its_own_line():
+    from rewardpipe.models import Rollout
+    from rewardpipe.runner import score_rollouts
+
+    class Replays(Count):
+        def replay(self, task, messages):
+            if task.task_id == "t6":
+                raise asyncio.CancelledError("gone")
+            return super().replay(task, messages)
+
+    rollouts = [
+        Rollout(
+            rollout_id=f"{task.task_id}-k0",
+            group_id=task.task_id,
+            task_id=task.task_id,
+            messages=[
+                Message(role="user", content="Guess my number from 0 to 10."),
+                Message(role="assistant", content=str(task.target)),
+            ],
+        )
+        for task in TASKS
+    ]
+    records = score_rollouts(rollouts, {t.task_id: t for t in TASKS}, executor=NoSandbox(), env=Replays(), run_id="r")
+    assert [record.status for record in records] == ["scored", "error", "scored"]
+    assert "replay() raised CancelledError" in records[1].error.message
