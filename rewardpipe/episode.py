@@ -44,7 +44,7 @@ from rewardpipe.environment import (
     stored_action,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import ErrorInfo, Message, Record, recordable_metrics, text_message
+from rewardpipe.models import ErrorInfo, Message, Record, cut_text, recordable_metrics, text_message
 from rewardpipe.safe_text import encodable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,6 +90,9 @@ RECORDING_ENDED = "recording_ended"
 CONTEXT_LIMIT = "context_limit"
 #: a content filter stopped the model's reply, or a request carrying the model's turns (the policy's or the user's)
 CONTENT_FILTER = "content_filter"
+#: The longest end reason kept (a hook's, or one quoting a policy's exception): a longer one is cut, with a note of its
+#: length. It is a metric of every record and a field of the transcript: a hook's megabytes of it were both.
+MAX_END_REASON_CHARS = 500
 
 
 def recording_stopped(messages: Sequence[Message]) -> str:
@@ -335,7 +338,7 @@ def _text_end_reason(state: EpisodeState, env: Environment, hook: str) -> Episod
         raise EpisodeError(
             f"environment '{env.name}': {hook}() left end_reason a {type(reason).__name__}; it must be text"
         )
-    written = encodable(reason)
+    written = encodable(cut_text(reason, MAX_END_REASON_CHARS))
     return state if written is reason else state.evolve(end_reason=written)
 
 
@@ -404,7 +407,7 @@ def apply_env_turn(
 def end_without_commit(state: EpisodeState, reason: str) -> EpisodeState:
     """Stop the episode early (e.g. a replay ran out of turns): it is scored as it stands. ``reason`` may quote
     a policy's exception: its lone surrogates are replaced (see :func:`_text_end_reason`)."""
-    return state.evolve(next_action="score", end_reason=encodable(reason))
+    return state.evolve(next_action="score", end_reason=encodable(cut_text(reason, MAX_END_REASON_CHARS)))
 
 
 def execution_job(state: EpisodeState, task: Any, env: Environment) -> ExecutionJob | None:

@@ -307,14 +307,30 @@ class ErrorInfo(DeferredModel):
 MetricValue = float | int | str | bool | None
 
 
+#: The most characters of one text metric a record keeps (an environment's ``metrics()``, a reward's diagnostics): a
+#: longer one is cut, ending with a note of its length (a metric echoing a file or the model's padding put megabytes
+#: into every record, as observations did before ``max_observation_chars``).
+MAX_METRIC_TEXT_CHARS = 2000
+#: The longest metric name a record keeps: a longer one is left out, and said so.
+MAX_METRIC_NAME_CHARS = 200
+
+
+def cut_text(value: str, limit: int) -> str:
+    """``value``, or its first characters and a note of its length: at most ``limit`` characters in all."""
+    if len(value) <= limit:
+        return value
+    note = f"... [cut: {len(value):,} characters]"
+    return value[: max(limit - len(note), 0)] + note
+
+
 def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue], str | None]:
     """``values`` (what a reward's diagnostics or an environment's ``metrics()`` returned) as a record's
     metrics, and a note naming what was left out (None when nothing was).
 
     They may carry what the model wrote (a diagnostics reporting the answer it parsed), so nothing in them may
     fail the record, its JSON or the Nova answer: text keys with number, text, boolean or None values are kept,
-    text with its lone surrogates replaced by U+FFFD; an integer no float holds, any other value or key is
-    left out and named.
+    text with its lone surrogates replaced by U+FFFD and cut to ``MAX_METRIC_TEXT_CHARS``; an integer no float holds,
+    a name longer than ``MAX_METRIC_NAME_CHARS``, any other value or key is left out and named.
     """
     if not isinstance(values, dict):
         try:
@@ -327,11 +343,14 @@ def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue]
         if not isinstance(name, str):
             odd.append(repr(name)[:40] if isinstance(name, (int, float, bool)) else f"a {type(name).__name__} key")
             continue
+        if len(name) > MAX_METRIC_NAME_CHARS:
+            odd.append(f"a name of {len(name):,} characters")
+            continue
         name = encodable(name)
         if value.__class__ not in _PLAIN:
             value = _plain_scalar(value)
         if isinstance(value, str):
-            kept[name] = encodable(value)
+            kept[name] = encodable(cut_text(value, MAX_METRIC_TEXT_CHARS))
         elif isinstance(value, int) and not isinstance(value, bool) and not _fits_a_float(value):
             odd.append(f"{name[:40]!r} is an int of {value.bit_length()} bits")
         elif value is None or isinstance(value, (bool, int, float)):

@@ -379,3 +379,63 @@ def test_score_reports_a_replay_raising_a_base_exception_on_its_own_line():
     records = score_rollouts(rollouts, {t.task_id: t for t in TASKS}, executor=NoSandbox(), env=Replays(), run_id="r")
     assert [record.status for record in records] == ["scored", "error", "scored"]
     assert "replay() raised CancelledError" in records[1].error.message
+
+
+# -- E5: texts a record carries are bounded, as observations are -----------------------------------------------
+
+
+def test_a_huge_metric_text_of_the_environment_is_cut_in_the_record():
+    from rewardpipe.models import MAX_METRIC_TEXT_CHARS
+
+    class Dumps(Count):
+        def metrics(self, state, task):
+            return {"dump": "x" * 5_000_000, "short": "kept", "n" * 100_000: 1}
+
+    records = _run(Dumps())
+    for record in records:
+        assert record.status == "scored"
+        dump = record.metrics["dump"]
+        assert len(dump) <= MAX_METRIC_TEXT_CHARS
+        assert dump.startswith("x" * 100) and "5,000,000 characters" in dump
+        assert record.metrics["short"] == "kept"
+        assert "n" * 201 not in record.metrics and "100,000 characters" in record.metrics["env_metrics_error"]
+
+
+def test_a_huge_diagnostics_text_is_cut_in_the_score():
+    from rewardpipe.models import MAX_METRIC_TEXT_CHARS
+    from rewardpipe.testing import score
+
+    reward = Reward("diag", [found], diagnostics=lambda completion: {"answer": completion})
+    result = score(reward, completion="9" * 1_000_000, state=CountState(found=True))
+    assert len(result.metrics["answer"]) <= MAX_METRIC_TEXT_CHARS
+    assert result.metrics["answer"].endswith("[cut: 1,000,000 characters]")
+
+
+@pytest.mark.parametrize("where", ["on_policy_turn", "start_error"])
+def test_a_huge_end_reason_is_cut_in_the_record_and_the_transcript(where):
+    from rewardpipe.episode import MAX_END_REASON_CHARS
+
+    class Rambles(Count):
+        def on_policy_turn(self, state, task, text):
+            new = super().on_policy_turn(state, task, text)
+            if where == "start_error" and new.next_action == "env":
+                return new.evolve(end_reason="z" * 2_000_000)  # then respond() fails: an error record keeps it
+            return new.evolve(end_reason="z" * 2_000_000) if new.next_action == "score" else new
+
+        def respond(self, state, task, ctx):
+            raise RuntimeError("down")
+
+    transcripts = []
+    slots = plan_step(TASKS, 0, len(TASKS), 1)
+    records = run_slots(
+        slots,
+        policy=Rambles().scripted_policy(),
+        env=Rambles(),
+        executor=NoSandbox(),
+        run_id="r31",
+        on_transcript=transcripts.append,
+    )
+    reasons = [record.metrics["end_reason"] for record in records if record.metrics["end_reason"] is not None]
+    reasons += [transcript.end_reason for transcript in transcripts if transcript.end_reason is not None]
+    assert reasons and any("2,000,000 characters" in reason for reason in reasons)
+    assert all(len(reason) <= MAX_END_REASON_CHARS for reason in reasons)
