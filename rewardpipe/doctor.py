@@ -660,8 +660,9 @@ def _check_task(
         if first != second or jobs[0] != jobs[1]:
             diagnosis.add(
                 "not_deterministic",
-                "two plays of the reference scenario differ (use ctx.seed for "
-                "randomness: the same rollout and turn must give the same result)",
+                "two plays of the reference scenario differ (use ctx.seed for randomness, and keep an episode's "
+                "data in its state, not on the environment, which every rollout shares: the same rollout and turn "
+                "must give the same result)",
             )
     diagnosis.component_values = {name: sorted(seen) for name, seen in values.items()}
     for name, seen in values.items():

@@ -439,3 +439,29 @@ def test_a_huge_end_reason_is_cut_in_the_record_and_the_transcript(where):
     reasons += [transcript.end_reason for transcript in transcripts if transcript.end_reason is not None]
     assert reasons and any("2,000,000 characters" in reason for reason in reasons)
     assert all(len(reason) <= MAX_END_REASON_CHARS for reason in reasons)
+
+
+# -- E6: an environment keeping an episode's data on itself -------------------------------------------------------
+
+
+def test_doctor_names_state_kept_on_the_environment_as_a_cause_of_two_plays_differing():
+    from rewardpipe.doctor import diagnose
+
+    class Remembers(Count):
+        """Counts its answers on self: shared by every rollout (and every thread of run --policy openai)."""
+
+        answers = 0
+
+        def respond(self, state, task, ctx):
+            type(self).answers += 1
+            return state.append({"role": "user", "content": f"answer {self.answers}"}, next_action="policy")
+
+        def scenarios(self, task):
+            def reference(state, task):
+                return "0" if not state.guesses else str(task.target)
+
+            return {"reference": ScriptedPolicy(reference), "wrong": ScriptedPolicy(["0", "1", "2"])}
+
+    (diagnosis,) = diagnose(TASKS[:1], Remembers(), NoSandbox())
+    (finding,) = [finding for finding in diagnosis.findings if finding.check == "not_deterministic"]
+    assert "ctx.seed" in finding.message and "not on the environment" in finding.message
