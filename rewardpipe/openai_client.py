@@ -49,6 +49,12 @@ class ContentFiltered(EndpointError):
         self.on_prompt = on_prompt
 
 
+class NoTextBeforeLimit(EndpointError):
+    """The reply has no text and ``finish_reason`` ``length``: the model spent ``max_tokens`` before writing any
+    (a reasoning model still thinking, its thoughts in ``reasoning_content``). A policy takes it as an empty turn,
+    the model's own doing; any other caller (a judge, an LLM user) as the endpoint's failure it was before."""
+
+
 class ContextLengthExceeded(EndpointError):
     """The endpoint refused the request because the conversation (with ``max_tokens``) no longer fits the
     model's context window: no retry can help, and a policy's conversation ends there."""
@@ -356,6 +362,8 @@ def _content_of(response: httpx.Response, url: str) -> str:
         if choice.get("finish_reason") == "content_filter" or isinstance(refusal, str):
             # The reply was filtered (or refused) in place of its text: the conversation decided it.
             raise ContentFiltered(f"{url} returned no text: the reply was filtered or refused", on_prompt=False)
+        if content is None and choice.get("finish_reason") == "length":
+            raise NoTextBeforeLimit(f"{url} returned no text: max_tokens ran out before the model wrote any")
         raise EndpointError(f"{url} returned non-text content: {type(content).__name__}")
     return content
 

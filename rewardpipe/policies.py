@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rewardpipe.environment import ContextLimitReached, PolicyExhausted
 from rewardpipe.models import Message, Rollout
-from rewardpipe.openai_client import ChatClient, ContextLengthExceeded, OwnsChatClient
+from rewardpipe.openai_client import ChatClient, ContextLengthExceeded, NoTextBeforeLimit, OwnsChatClient
 from rewardpipe.rewards.base import how_failed
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -359,6 +359,11 @@ class OpenAIPolicy(OwnsChatClient):
             return self._next_turn(state, task)
         except ContextLengthExceeded as exc:  # the model's own turns filled its window: its episode ends
             raise ContextLimitReached(str(exc)) from exc
+        except NoTextBeforeLimit:
+            # The model spent max_tokens before writing a word (a reasoning model still thinking): its turn says
+            # nothing, and is scored as such. As a policy_error it was left out of its group's baseline, so a model
+            # that would fail its task escaped the score by thinking past the limit.
+            return ""
 
     def _next_turn(self, state: EpisodeState, task: Any) -> str | Message:
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []

@@ -465,3 +465,73 @@ def test_doctor_names_state_kept_on_the_environment_as_a_cause_of_two_plays_diff
     (diagnosis,) = diagnose(TASKS[:1], Remembers(), NoSandbox())
     (finding,) = [finding for finding in diagnosis.findings if finding.check == "not_deterministic"]
     assert "ctx.seed" in finding.message and "not on the environment" in finding.message
+
+
+# -- E7: a model that writes nothing visible before max_tokens ------------------------------------------------------
+
+
+def _endpoint_policy(reply, tools=None):
+    import httpx
+
+    from rewardpipe.openai_client import ChatClient
+    from rewardpipe.policies import OpenAIPolicy
+
+    def handler(request):
+        return httpx.Response(200, json=reply)
+
+    client = ChatClient("http://policy.invalid/v1", "m", transport=httpx.MockTransport(handler), max_retries=0)
+    return OpenAIPolicy("http://policy.invalid/v1", "m", client=client, tools=tools)
+
+
+THOUGHT_TOO_LONG = {
+    "choices": [
+        {
+            "message": {"role": "assistant", "content": None, "reasoning_content": "Let me think. " * 50},
+            "finish_reason": "length",
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize("tools", [None, [{"type": "function", "function": {"name": "g", "parameters": {}}}]])
+def test_a_model_cut_by_max_tokens_before_any_text_is_scored_not_excluded(tools):
+    records = _run(Count(), policy=_endpoint_policy(THOUGHT_TOO_LONG, tools))
+    assert [record.status for record in records] == ["scored"] * 6, [record.error for record in records]
+    assert {record.components["found"] for record in records} == {0.0}
+
+
+def test_an_endpoint_giving_no_text_for_another_reason_is_still_a_policy_error():
+    reply = {"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "stop"}]}
+    records = _run(Count(), policy=_endpoint_policy(reply))
+    assert {record.error.kind for record in records} == {"policy_error"}
+
+
+def test_a_simulator_cut_by_max_tokens_is_still_the_environments_error():
+    import httpx
+
+    from rewardpipe.episode import EnvServices
+    from rewardpipe.openai_client import ChatClient
+
+    class AsksAnLLM(Count):
+        calls_llm = True
+
+        def respond(self, state, task, ctx):
+            hint = ctx.chat([{"role": "user", "content": "hint?"}])
+            return state.append({"role": "user", "content": hint}, next_action="policy")
+
+    client = ChatClient(
+        "http://sim.invalid/v1",
+        "m",
+        transport=httpx.MockTransport(lambda request: httpx.Response(200, json=THOUGHT_TOO_LONG)),
+        max_retries=0,
+    )
+    slots = plan_step(TASKS, 0, 1, 1)
+    (record,) = run_slots(
+        slots,
+        policy=ScriptedPolicy(["0"]),
+        env=AsksAnLLM(),
+        executor=NoSandbox(),
+        run_id="r31",
+        services=EnvServices(chat=client.complete),
+    )
+    assert record.error.kind == "simulator_error"
