@@ -128,7 +128,9 @@ class EpisodeState(RolloutIdentity):
     """A rollout in progress: its ids, the conversation so far and who acts next. An environment's state
     model subclasses it with its own (JSON-serialisable) fields.
 
-    The ids, ``max_turns`` and ``end_reason`` are the platform's: it fills them in after ``start``."""
+    The ids, ``max_turns``, ``opening_turns`` and ``end_reason`` are the platform's: it fills them in after
+    ``start``. ``opening_turns`` counts the assistant messages the opening holds (a few-shot prompt's examples):
+    they are the task's, not the model's turns."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -139,6 +141,7 @@ class EpisodeState(RolloutIdentity):
     task_id: str = ""
     messages: list[Message] = Field(default_factory=list)
     max_turns: int = Field(default=DEFAULT_MAX_TURNS, ge=1, le=MAX_TURNS)
+    opening_turns: int = Field(default=0, ge=0)
     next_action: NextAction = "policy"
     end_reason: str | None = None
 
@@ -153,8 +156,10 @@ class EpisodeState(RolloutIdentity):
 
     @property
     def assistant_turns(self) -> int:
-        """How many turns the policy has taken."""
-        return list(map(_ROLE, self.messages)).count("assistant")  # (asked several times a turn: kept lean)
+        """How many turns the policy has taken (the assistant messages of the opening, a few-shot prompt's
+        examples, are not among them)."""
+        # (asked several times a turn: kept lean)
+        return list(map(_ROLE, self.messages)).count("assistant") - self.opening_turns
 
     @property
     def ids(self) -> RolloutIds:

@@ -230,6 +230,10 @@ def start_episode(
         rollout_id=rollout_id,
         task_id=task.task_id,
         max_turns=max_turns or env.max_turns,
+        # A few-shot prompt's assistant messages are the task's: counted as the model's turns, they took its turn
+        # limit, started a scripted player mid-script, and made a prompt too long for the model's window (or
+        # filtered) a scored context_limit (or content_filter), a 0 for a turn the model never took.
+        opening_turns=sum(1 for message in state.messages if message.role == "assistant"),
     )
 
 
@@ -360,6 +364,11 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], bef
         changed = ", ".join(f"{name} {was[name]!r} -> {now[name]!r}" for name in was if was[name] != now[name])
         raise EpisodeError(
             f"environment '{env.name}': {hook}() changed the rollout's ids ({changed}); they are the platform's"
+        )
+    if new.opening_turns != before.opening_turns:
+        raise EpisodeError(
+            f"environment '{env.name}': {hook}() changed opening_turns ({before.opening_turns!r} -> "
+            f"{new.opening_turns!r}); it is the platform's (the assistant messages the task's prompt opens with)"
         )
     if new.max_turns != before.max_turns:
         # The turn limit is the platform's (the environment's max_turns, --max-turns, the deployment's MAX_TURNS,

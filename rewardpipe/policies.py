@@ -246,9 +246,10 @@ class ReplayPolicy:
         recorded = self._recorded(state)
         if recorded is None:
             raise KeyError(f"no recorded rollout '{state.rollout_id}' (step {state.step}) to replay")
-        if state.assistant_turns >= len(recorded):
+        turn = state.opening_turns + state.assistant_turns  # the recording holds the opening's assistant messages too
+        if turn >= len(recorded):
             raise PolicyExhausted(f"recording has {len(recorded)} assistant turn(s)")
-        message = recorded[state.assistant_turns]
+        message = recorded[turn]
         return message if message.tool_calls or message.name else message.content
 
 

@@ -535,3 +535,84 @@ def test_a_simulator_cut_by_max_tokens_is_still_the_environments_error():
         services=EnvServices(chat=client.complete),
     )
     assert record.error.kind == "simulator_error"
+
+
+# -- E8: a task's prompt holding assistant messages (a few-shot prompt) ---------------------------------------------
+
+FEW_SHOT = [
+    {"role": "user", "content": "Guess my number from 0 to 10 (an example)."},
+    {"role": "assistant", "content": "5"},
+    {"role": "user", "content": "lower"},
+    {"role": "assistant", "content": "2"},
+    {"role": "user", "content": "Now a new number from 0 to 10: guess it."},
+]
+FEW_SHOT_TASK = CountTask(task_id="fewshot", prompt=FEW_SHOT, target=7)
+
+
+def _run_few_shot(policy, env=None):
+    return run_slots(
+        plan_step([FEW_SHOT_TASK], 0, 1, 1), policy=policy, env=env or Count(), executor=NoSandbox(), run_id="r31"
+    )
+
+
+def test_a_few_shot_prompt_that_does_not_fit_is_a_policy_error_not_a_score():
+    from rewardpipe.environment import ContextLimitReached
+
+    class TooLong:
+        def next_turn(self, state, task):
+            raise ContextLimitReached("the prompt does not fit")
+
+    (record,) = _run_few_shot(TooLong())
+    assert record.status == "error" and record.error.kind == "policy_error" and record.aggregate is None
+
+
+def test_a_few_shot_prompt_refused_by_a_content_filter_is_a_policy_error_not_a_score():
+    from rewardpipe.openai_client import ContentFiltered
+
+    class Filtered:
+        def next_turn(self, state, task):
+            raise ContentFiltered("HTTP 400: content_filter", on_prompt=True)
+
+    (record,) = _run_few_shot(Filtered())
+    assert record.status == "error" and record.error.kind == "policy_error"
+
+
+def test_the_examples_of_a_few_shot_prompt_are_not_the_models_turns():
+    (record,) = _run_few_shot(ScriptedPolicy(["1", "3", "7"]))
+    # the script is played from its first turn, and the turn limit (4) counts the model's turns only
+    assert record.status == "scored" and record.metrics["end_reason"] == "found"
+    assert record.components["many_guesses"] == pytest.approx(-3 / 5)
+    (limited,) = _run_few_shot(ScriptedPolicy(["1", "3", "4", "5", "6"]))
+    assert limited.metrics["end_reason"] == "turn_limit"
+    assert limited.components["many_guesses"] == pytest.approx(-4 / 5)
+
+
+def test_a_recording_of_a_few_shot_episode_replays_the_models_turns():
+    from rewardpipe.models import Rollout
+    from rewardpipe.policies import ReplayPolicy
+
+    recorded = Rollout(
+        rollout_id="s0-g000-fewshot-k0",
+        group_id="s0-g000-fewshot",
+        task_id="fewshot",
+        messages=[
+            *FEW_SHOT,
+            {"role": "assistant", "content": "3"},
+            {"role": "user", "content": "higher"},
+            {"role": "assistant", "content": "7"},
+        ],
+    )
+    (record,) = _run_few_shot(ReplayPolicy([recorded]))
+    assert record.metrics["end_reason"] == "found"
+    assert record.components["many_guesses"] == pytest.approx(-2 / 5)
+
+
+def test_opening_turns_is_the_platforms():
+    class Forgets(Count):
+        def respond(self, state, task, ctx):
+            return super().respond(state, task, ctx).evolve(opening_turns=0)
+
+    (record,) = _run_few_shot(ScriptedPolicy(["1", "7"]), env=Forgets())
+    assert record.error.kind == "simulator_error" and "opening_turns" in record.error.message
+    # a state stored before the field existed reads as an opening without assistant messages
+    assert CountState.model_validate_json('{"messages": []}').opening_turns == 0
