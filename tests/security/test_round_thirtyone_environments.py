@@ -17,6 +17,23 @@ an excluded ``policy_error`` of the model's making. Such a call is answered by n
 E3. A component declaring a positional-only parameter beside a keyword-only one (``def f(completion, /, *,
 reference)``) was accepted, then every sample it scored was ``component_raised`` ("got some positional-only
 arguments passed as keyword arguments"): each input is now passed the way its parameter takes it.
+
+E4. A hook, a scripted player, ``scenarios()``, ``check_task()`` or ``replay()`` raising what is not an Exception
+(``asyncio.CancelledError``, ``GeneratorExit``, a library's own ``BaseException``) ended the run: only ``sys.exit()``
+was caught. It is that rollout's error now; only ``KeyboardInterrupt`` stops the run.
+
+E5. A record kept an environment's ``metrics()`` text, a diagnostics text and an end reason whole (20 MB a record):
+a metric text is cut at ``MAX_METRIC_TEXT_CHARS``, an end reason at ``MAX_END_REASON_CHARS``, with a note.
+
+E6. Doctor's ``not_deterministic`` named only ``ctx.seed``: an environment keeping an episode's data on ``self`` (which
+every rollout shares, eight threads at once under ``--policy openai``) is now told so.
+
+E7. A policy reply with no text because ``max_tokens`` ran out first (``finish_reason: length``) was an excluded
+``policy_error``: it is the model's empty turn now, scored.
+
+E8. A few-shot prompt's assistant messages counted as the model's turns: a prompt too long for the window before the
+model's first turn was a scored ``context_limit`` (aggregate 0), the examples took the turn limit and a scripted
+player started mid-script. ``opening_turns`` counts them apart.
 """
 
 from __future__ import annotations
