@@ -280,7 +280,11 @@ def _as_value(value: Any) -> float | None:
     if isinstance(value, (int, bool)) or (hasattr(value, "__float__") and not isinstance(value, (str, bytes))):
         try:
             return float(value)
-        except (TypeError, ValueError, OverflowError):
+        except OverflowError:  # a number, but none a float holds: "not a number" said the wrong thing
+            raise _NotANumber(
+                f"returned {type(value).__name__} too large for a float (a number of at most 1e308)"
+            ) from None
+        except (TypeError, ValueError):
             pass
     raise _NotANumber(f"returned {type(value).__name__} {str(value)[:40]!r}, not a number (or None)")
 

@@ -633,3 +633,15 @@ def test_opening_turns_is_the_platforms():
     assert record.error.kind == "simulator_error" and "opening_turns" in record.error.message
     # a state stored before the field existed reads as an opening without assistant messages
     assert CountState.model_validate_json('{"messages": []}').opening_turns == 0
+
+
+def test_a_component_returning_an_integer_no_float_holds_is_named_as_such():
+    from rewardpipe.testing import score
+
+    @component(range=(0, 1), role="outcome")
+    def counts(completion):
+        return 10**400
+
+    result = score(Reward("huge", [counts]), completion="x")
+    assert result.error.kind == "component_raised" and result.aggregate is None
+    assert "too large for a float" in result.error.message and "not a number" not in result.error.message
