@@ -332,6 +332,22 @@ def warn_of_run(warnings: list[dict[str, str]]) -> None:
         note(f"warning: {warning['kind']}: {warning['message']}")
 
 
+def note_set_aside(entries: list[dict[str, Any]], shown: int = 20) -> None:
+    """One stderr line per group the monitor set aside (``monitor`` and ``report``; ``--json`` carries every
+    one under ``set_aside``), at most ``shown`` of them and then their count."""
+    for entry in entries[:shown]:
+        tasks = ", ".join(
+            f"task '{t['task_id'][:80]}': {t['records']} from rollout '{t['first_rollout_id'][:80]}'"
+            for t in entry["tasks"][:5]
+        )
+        note(
+            f"warning: set aside: {entry['reason']}; its {entry['records']} scored record(s) are left out of every "
+            f"figure and verdict ({tasks}{', ...' if len(entry['tasks']) > 5 else ''})"
+        )
+    if len(entries) > shown:
+        note(f"warning: set aside: {len(entries) - shown} more group(s) like these (all of them: --json, set_aside)")
+
+
 def nothing_scored(records: int, scored: int, kinds: Mapping[str, int], example: str | None) -> bool:
     """True, after an ``error:`` line saying so, when records were written and not one of them was scored (every
     rollout an error record: an endpoint down, a replay that never matches). The records stay as evidence; the

@@ -12,7 +12,13 @@ from rich.console import Console
 from rich.table import Table
 
 from rewardpipe.cli.application import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
-from rewardpipe.cli.common import no_transcript_store, rollouts_hint, warn_of_run, with_threshold_options
+from rewardpipe.cli.common import (
+    no_transcript_store,
+    note_set_aside,
+    rollouts_hint,
+    warn_of_run,
+    with_threshold_options,
+)
 from rewardpipe.cli.progress import progress_bars
 from rewardpipe.monitoring.statistics import delivery_key
 
@@ -440,6 +446,7 @@ def monitor(
             )
     for item in result.unreadable:
         note(f"skipped unreadable record {item['key']}: {item['reason']}")
+    note_set_aside(result.set_aside)
     warn_of_run(result.warnings)
     for failure in failures:
         error_line(

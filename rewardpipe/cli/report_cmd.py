@@ -18,6 +18,7 @@ from rewardpipe.cli.common import (
     check_output_dir,
     check_output_file,
     no_transcript_store,
+    note_set_aside,
     rollouts_hint,
     same_file,
     warn_of_run,
@@ -72,6 +73,7 @@ def _one_run(
     report["unreadable"] = [b.to_dict() for b in bad]
     for item in report["unreadable"]:  # as `monitor` says them: each skipped record by file:line or key
         note(f"skipped unreadable record {item['key']}: {item['reason']}")
+    note_set_aside(report["set_aside"])
     report.update(source.status())
     if not report["steps"]:
         fail(

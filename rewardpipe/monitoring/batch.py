@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from rewardpipe.monitoring.columns import EXAMPLES_PER_STEP, RunColumns
-from rewardpipe.monitoring.statistics import AGG, SAMPLE_GROUPS, GroupTable, SampledRollout, StepAcc, mixed_tasks_error
+from rewardpipe.monitoring.statistics import AGG, SAMPLE_GROUPS, GroupTable, SampledRollout, StepAcc, set_aside_entry
 from rewardpipe.monitoring.thresholds import MonitorInputError
 
 
@@ -177,7 +177,8 @@ def _dense(column: np.ndarray | Labels, rows: int) -> tuple[np.ndarray, int]:
 
 def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]]:
     """Per step, the :class:`StepAcc` that :func:`~rewardpipe.monitoring.statistics.accumulate` builds from
-    the same records in the same order; refuse mixed runs."""
+    the same records in the same order (a group whose scored records hold several tasks set aside alike);
+    refuse mixed runs."""
     rows = len(batch)
     if rows == 0:
         return None, {}
@@ -189,7 +190,8 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         )
     codes, group_step, group_name = batch.group_codes()
     groups = len(group_step)
-    _refuse_mixed_tasks(batch, codes, group_step, group_name, groups)
+    mixed, entries = _mixed_groups(batch, codes, group_step, group_name, groups)
+    judged = batch.scored & ~mixed[codes]  # the scored rows of the groups not set aside
     first_row = np.full(groups, rows, dtype=np.int64)
     np.minimum.at(first_row, codes, np.arange(rows))
     step_values, step_of_row = np.unique(batch.steps, return_inverse=True)
@@ -201,13 +203,14 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         name: np.bincount(step_of_row, weights=mask, minlength=len(step_values)).astype(np.int64)
         for name, mask in (("records", np.ones(rows)), ("errors", ~batch.scored), ("inprocess", batch.inprocess))
     }
-    tables = {name: _group_table(batch.values[name], batch.scored, codes, groups) for name in batch.values}
+    set_aside = np.bincount(step_of_row, weights=batch.scored & ~judged, minlength=len(step_values))
+    tables = {name: _group_table(batch.values[name], judged, codes, groups) for name in batch.values}
     missing = {
-        name: np.bincount(step_of_row, weights=batch.scored & mask, minlength=len(step_values))
+        name: np.bincount(step_of_row, weights=judged & mask, minlength=len(step_values))
         for name, mask in batch.nulls.items()
     }
     weights_of_group = _group_weights(batch.weights, first_row)
-    scored_per_group = np.bincount(codes[batch.scored], minlength=groups).astype(np.int64)
+    scored_per_group = np.bincount(codes[judged], minlength=groups).astype(np.int64)
 
     accs: dict[int, StepAcc] = {}
     names = batch.group_ids.names
@@ -216,9 +219,12 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         acc.records = int(per_step["records"][s])
         acc.errors = int(per_step["errors"][s])
         acc.inprocess = int(per_step["inprocess"][s])
-        mine = order[bounds[s] : bounds[s + 1]]
+        every = order[bounds[s] : bounds[s + 1]]
+        acc.weights = weights_of_group(every)  # a group set aside was read first: its weights count
+        mine = every[~mixed[every]]
         acc.groups = dict.fromkeys(map(names.__getitem__, group_name[mine].tolist()))
-        acc.weights = weights_of_group(mine)
+        acc.set_aside = entries.get(step, [])
+        acc.set_aside_records = int(set_aside[s])
         acc.rollouts = scored_per_group[mine]
         for name, table in tables.items():
             if table is not None and table.n[mine].any():
@@ -231,36 +237,48 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         for name, counts in missing.items():
             if counts[s]:
                 acc.missing[name] = int(counts[s])
-        for g in mine[:SAMPLE_GROUPS].tolist():
-            acc.sample[names[group_name[g]]] = []
+        for g in every[:SAMPLE_GROUPS].tolist():
+            if not mixed[g]:
+                acc.sample[names[group_name[g]]] = []
     error_rows = np.flatnonzero(~batch.scored)
     for step, kind in zip(batch.steps[error_rows].tolist(), batch.error_kinds.codes[error_rows].tolist(), strict=True):
         kinds = accs[step].error_kinds
         label = batch.error_kinds.names[kind]
         kinds[label] = kinds.get(label, 0) + 1
-    _fill_samples(batch, accs, codes, order, bounds, len(step_values))
+    _fill_samples(batch, accs, codes, order, mixed, bounds, len(step_values))
     return run_id, accs
 
 
-def _refuse_mixed_tasks(
+def _mixed_groups(
     batch: RecordBatch, codes: np.ndarray, group_step: np.ndarray, group_name: np.ndarray, groups: int
-) -> None:
-    """Raise :func:`~rewardpipe.monitoring.statistics.mixed_tasks_error` when a group's scored records hold
-    several tasks (an error record's task is left out, as the record is: the Nova bridge files its own with the
-    task "unknown")."""
+) -> tuple[np.ndarray, dict[int, list[dict[str, Any]]]]:
+    """Which groups (by code) hold scored records of several tasks, and per step what the result says of each
+    (:func:`~rewardpipe.monitoring.statistics.set_aside_entry`, by group id). An error record's task is left
+    out, as the record is: the Nova bridge files its own with the task "unknown"."""
+    mixed = np.zeros(groups, dtype=bool)
     scored = np.flatnonzero(batch.scored)
     pairs = np.unique(_combined(codes[scored], batch.task_ids.codes[scored]))
     if len(pairs) == len(np.unique(codes[scored])):
-        return
+        return mixed, {}
     tasks_of = np.unique(np.stack([codes[scored], batch.task_ids.codes[scored]]), axis=1)  # (group, task) codes
-    counts = np.bincount(tasks_of[0], minlength=groups)
-    mixed = {
-        (int(group_step[code]), batch.group_ids.names[int(group_name[code])]): [
-            batch.task_ids.names[int(task)] for task in tasks_of[1][tasks_of[0] == code]
-        ]
-        for code in np.flatnonzero(counts > 1).tolist()
-    }
-    raise mixed_tasks_error(mixed)
+    mixed[np.flatnonzero(np.bincount(tasks_of[0], minlength=groups) > 1)] = True
+    entries: dict[int, list[dict[str, Any]]] = {}
+    rows = scored[mixed[codes[scored]]]  # the scored rows of those groups, in record order
+    tasks: dict[int, dict[str, list[Any]]] = {}
+    for row, code, task in zip(rows.tolist(), codes[rows].tolist(), batch.task_ids.codes[rows].tolist(), strict=True):
+        of_group = tasks.setdefault(code, {})
+        name = batch.task_ids.names[task]
+        if name in of_group:
+            of_group[name][1] += 1
+        else:
+            of_group[name] = [batch.rollout_ids[row], 1]
+    for code, of_group in tasks.items():
+        step = int(group_step[code])
+        group = batch.group_ids.names[int(group_name[code])]
+        entries.setdefault(step, []).append(set_aside_entry(step, group, {t: (r, n) for t, (r, n) in of_group.items()}))
+    for listed in entries.values():
+        listed.sort(key=lambda entry: entry["group_id"])
+    return mixed, entries
 
 
 def _group_weights(weights: dict[str, np.ndarray], first_row: np.ndarray) -> Callable[[np.ndarray], dict]:
@@ -325,12 +343,20 @@ def _group_table(values: np.ndarray, scored: np.ndarray, codes: np.ndarray, grou
 
 
 def _fill_samples(
-    batch: RecordBatch, accs: dict[int, StepAcc], codes: np.ndarray, order: np.ndarray, bounds: list[int], steps: int
+    batch: RecordBatch,
+    accs: dict[int, StepAcc],
+    codes: np.ndarray,
+    order: np.ndarray,
+    mixed: np.ndarray,
+    bounds: list[int],
+    steps: int,
 ) -> None:
-    """The full records of each step's first SAMPLE_GROUPS groups (for causes and alarm examples)."""
+    """The full records of each step's first SAMPLE_GROUPS groups (for causes and alarm examples), but those
+    set aside (``mixed``), whose slots stay used as in the record-by-record pass."""
     sampled = np.zeros(len(order), dtype=bool)
     for s in range(steps):
         sampled[order[bounds[s] : min(bounds[s] + SAMPLE_GROUPS, bounds[s + 1])]] = True
+    sampled &= ~mixed
     for row in np.flatnonzero(sampled[codes]).tolist():
         record = batch.load(int(batch.positions[row]))
         accs[record.step].sample[record.group_id].append(SampledRollout(record))

@@ -156,6 +156,36 @@ class RunColumns:
             columns.append(column)
         return names, np.column_stack(columns)
 
+    def drop_groups(self, keys: Iterable[tuple[int, str]]) -> None:
+        """Leave out the scored rows of the ``(step, group_id)`` groups ``keys`` (groups the monitor set aside),
+        renumbering groups and tasks in first-seen order as if those rows had never been read (their example
+        candidates go too; an error record stays counted)."""
+        drop = {self.group_ids[key] for key in keys if key in self.group_ids}
+        if not drop:
+            return
+        codes = np.frombuffer(self.groups, dtype=np.int64)
+        keep = ~np.isin(codes, np.fromiter(drop, dtype=np.int64, count=len(drop)))
+        kept_keys = [key for key, code in self.group_ids.items() if code not in drop]
+        renumber = np.full(len(self.group_ids), -1, dtype=np.int64)
+        renumber[[self.group_ids[key] for key in kept_keys]] = np.arange(len(kept_keys))
+        self.group_ids = dict(zip(kept_keys, range(len(kept_keys)), strict=True))
+        names, matrix = self.matrix()
+        task_names = self.task_names()
+        tasks = np.frombuffer(self.tasks, dtype=np.int64)[keep]
+        unique, first, inverse = np.unique(tasks, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(len(unique), dtype=np.int64)
+        rank[order] = np.arange(len(unique))
+        self.task_ids = {task_names[int(unique[i])]: n for n, i in enumerate(order.tolist())}
+        self.tasks = array("q", rank[inverse.reshape(-1)].astype(np.int64).tobytes())
+        self.steps = array("q", np.frombuffer(self.steps, dtype=np.int64)[keep].tobytes())
+        self.groups = array("q", renumber[codes[keep]].tobytes())
+        self.values = {name: [np.ascontiguousarray(matrix[keep, j])] for j, name in enumerate(names)}
+        self._rows = int(keep.sum())
+        dropped = set(keys)
+        for step, picks in self.examples.items():
+            picks[:] = [pick for pick in picks if (step, pick[0]) not in dropped]
+
     def task_names(self) -> list[str]:
         names = [""] * len(self.task_ids)
         for task_id, code in self.task_ids.items():

@@ -428,6 +428,16 @@ def _summary(report: dict[str, Any]) -> str:
             f'<p class="sub"><b>warning: {_t(w["kind"])}</b>: {_t(w["message"])}</p>'
             for w in report.get("warnings", [])
         )
+        + "".join(
+            f'<p class="sub"><b>set aside</b>: {_t(e["reason"])}; its {e["records"]} scored record(s) are left out '
+            f"({_t(', '.join(t['task_id'][:80] + ': ' + str(t['records']) for t in e['tasks'][:5]))})</p>"
+            for e in report.get("set_aside", [])[:20]
+        )
+        + (
+            f'<p class="sub">… and {len(report["set_aside"]) - 20} more group(s) set aside</p>'
+            if len(report.get("set_aside", [])) > 20
+            else ""
+        )
     )
 
 

@@ -49,6 +49,9 @@ class MonitorResult:
     already_delivered: list[Alarm] = field(default_factory=list)
     #: monitor_records: the indices of the records it dropped as repeated deliveries (the last copy counts)
     duplicates: list[int] = field(default_factory=list)
+    #: groups left out of every statistic, by step and group id, with their tasks and the reason
+    #: (:func:`~rewardpipe.monitoring.statistics.set_aside_entry`): the other groups are judged as ever
+    set_aside: list[dict[str, Any]] = field(default_factory=list)
 
     def step(self, n: int) -> StepReport:
         for report in self.steps:
@@ -68,6 +71,7 @@ class MonitorResult:
             "steps": [report.to_dict() for report in self.steps],
             "alarms": [alarm.to_dict() for alarm in self.alarms],
             "unreadable": list(self.unreadable),
+            "set_aside": list(self.set_aside),
             "state": self.state.to_dict(),
             "warnings": self.warnings,
         }
@@ -148,8 +152,10 @@ def judge(
 
     reports: list[StepReport] = []
     alarms: list[Alarm] = []
+    set_aside: list[dict[str, Any]] = []
     for step in sorted(accs):
         acc = accs.pop(step)
+        set_aside.extend(acc.set_aside)
         report = step_report(step, acc, th)
         reports.append(report)
         if state.is_checked(step):
@@ -179,7 +185,13 @@ def judge(
         alarms.extend(step_alarms)
         state.mark_checked(step)
     return MonitorResult(
-        run_id=run_id, thresholds=th, steps=reports, alarms=alarms, state=state, unreadable=[b.to_dict() for b in bad]
+        run_id=run_id,
+        thresholds=th,
+        steps=reports,
+        alarms=alarms,
+        state=state,
+        unreadable=[b.to_dict() for b in bad],
+        set_aside=set_aside,
     )
 
 

@@ -186,7 +186,8 @@ def build_report_from_batch(
 def report_content(
     result: Any, columns: RunColumns, run_id: str | None, ranges: Mapping[str, tuple[float, float]] | None
 ) -> dict[str, Any]:
-    """The report's data from a monitor result and the run's columns."""
+    """The report's data from a monitor result and the run's columns (less the groups the monitor set aside)."""
+    columns.drop_groups([(entry["step"], entry["group_id"]) for entry in result.set_aside])
     grouped = group_rows(columns)
     run = run_id or result.run_id or columns.run_id
     steps, series = _series(result)
@@ -223,6 +224,7 @@ def report_content(
         "triage_tasks_judged": judged_tasks(columns, grouped),
         "thresholds": result.thresholds.model_dump(mode="json"),
         "warnings": result.warnings,
+        "set_aside": list(result.set_aside),
     }
 
 

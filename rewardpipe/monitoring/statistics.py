@@ -120,6 +120,8 @@ class StepAcc:
         "rollouts",
         "sample",
         "scored_in_group",
+        "set_aside",
+        "set_aside_records",
         "table",
         "weights",
     )
@@ -143,6 +145,10 @@ class StepAcc:
         # order (what a component's count of values is compared with: a value in 1 of 4 rollouts is no comparison)
         self.scored_in_group: dict[GroupKey, int] = {}
         self.rollouts: np.ndarray | None = None
+        # groups set aside (their scored records hold several tasks: :func:`set_aside_entry`), and their scored
+        # records, which no statistic of the step includes
+        self.set_aside: list[dict[str, Any]] = []
+        self.set_aside_records = 0
 
     def rollout_counts(self) -> np.ndarray:
         """Scored rollouts of every group, in group order. An accumulator filled without them (by hand) falls back
@@ -227,21 +233,30 @@ def last_copies(numbered: Iterable[tuple[int, Record]], duplicates: list[int]) -
         yield record
 
 
-def mixed_tasks_error(mixed: Mapping[tuple[int, str], Iterable[str]]) -> MonitorInputError:
-    """The refusal of records whose group holds rollouts of several tasks (``mixed``: (step, group) -> its
-    tasks), naming the first such group by step and id, so every reader says the same.
+#: Set-aside groups named in full in a result (the others are counted): a hostile file can hold millions.
+SET_ASIDE_SHOWN = 100
+
+
+def set_aside_entry(step: int, group: str, tasks: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
+    """What a result says of a group set aside because its scored records hold several tasks (``tasks``: each
+    task -> (its first rollout in the group, its scored records there)).
 
     A GRPO group is the rollouts of one prompt. Two tasks' rollouts filed under one group id (group ids
     numbered per task, ``g0`` for each) would be judged as one group: a component constant inside each task's
-    group but different between the tasks looked alive, and was never alarmed. ``rewardpipe score`` refuses
-    such a line for the same reason."""
-    step, group = min(mixed)
-    tasks = sorted(set(mixed[step, group]))
-    shown = ", ".join(f"'{task[:80]}'" for task in tasks[:5]) + (", ..." if len(tasks) > 5 else "")
-    return MonitorInputError(
-        f"group '{group[:80]}' of step {step} holds rollouts of {len(tasks)} tasks ({shown}): a group is the "
-        f"rollouts of one prompt; give each prompt's rollouts a group_id of their own"
-    )
+    group but different between the tasks looked alive, and was never alarmed. Refusing the whole input for it
+    stopped the monitoring of every other group, so the group is left out of every statistic (as an error
+    record is: it can neither make a component look alive nor count as a group without signal) and named here.
+    ``rewardpipe score`` refuses such a line for the same reason."""
+    names = sorted(tasks)
+    shown = ", ".join(f"'{task[:80]}'" for task in names[:5]) + (", ..." if len(names) > 5 else "")
+    return {
+        "step": step,
+        "group_id": group,
+        "records": sum(count for _, count in tasks.values()),
+        "tasks": [{"task_id": t, "records": tasks[t][1], "first_rollout_id": tasks[t][0]} for t in names],
+        "reason": f"group '{group[:80]}' of step {step} holds rollouts of {len(names)} tasks ({shown}): a group is "
+        f"the rollouts of one prompt; give each prompt's rollouts a group_id of their own",
+    }
 
 
 def accumulate(
@@ -255,9 +270,13 @@ def accumulate(
     steps: dict[int, StepAcc] = {}
     run_id: str | None = None
     other_runs: set[str] = set()
-    # (step, group) -> its first record's task; and the groups found holding another task too
-    group_task: dict[tuple[int, str], str] = {}
-    mixed: dict[tuple[int, str], set[str]] = {}
+    # (step, group) -> its first scored record's (task, rollout id) and its scored records; a group found holding
+    # another task too moves to ``mixed`` (task -> (first rollout id, scored records)) and is set aside
+    group_task: dict[tuple[int, str], list[Any]] = {}
+    mixed: dict[tuple[int, str], dict[str, list[Any]]] = {}
+    # (step, group) -> {(name, "missing" or "non_finite"): values counted}, to take back if it is set aside
+    gaps: dict[tuple[int, str], dict[tuple[str, str], int]] = {}
+    lost_slots: dict[int, int] = {}  # step -> sample slots of groups set aside (the columnar reader's count too)
     for _, rec in validated_records(records, on_bad):
         if rec.run_id != run_id:
             if run_id is None:
@@ -270,16 +289,34 @@ def accumulate(
         acc.records += 1
         if rec.metrics.get("exec_mode") == "inprocess":
             acc.inprocess += 1
+        key = (rec.step, rec.group_id)
         # (an error record's task is left out, as the record is: the Nova bridge files its own as "unknown")
         if rec.status == "scored":
-            task = group_task.setdefault((rec.step, rec.group_id), rec.task_id)
-            if task != rec.task_id:
-                mixed.setdefault((rec.step, rec.group_id), {task}).add(rec.task_id)
+            if key in mixed:
+                _count_task(mixed[key], rec)
+                acc.set_aside_records += 1
+                continue
+            first = group_task.get(key)
+            if first is None:
+                group_task[key] = [rec.task_id, rec.rollout_id, 1]
+            elif first[0] == rec.task_id:
+                first[2] += 1
+            else:
+                mixed[key] = {first[0]: [first[1], first[2]]}
+                _count_task(mixed[key], rec)
+                if _set_aside(acc, rec.group_id, first[2] + 1, gaps.pop(key, {})):
+                    lost_slots[rec.step] = lost_slots.get(rec.step, 0) + 1
+                continue
+        elif key in mixed:
+            acc.errors += 1
+            kind = rec.error.kind if rec.error is not None else "unknown"
+            acc.error_kinds[kind] = acc.error_kinds.get(kind, 0) + 1
+            continue
         group = acc.groups.get(rec.group_id)
         if group is None:
             group = acc.groups[rec.group_id] = {}
             acc.weights.update(rec.weights)
-            if len(acc.sample) < SAMPLE_GROUPS:
+            if len(acc.sample) + lost_slots.get(rec.step, 0) < SAMPLE_GROUPS:
                 acc.sample[rec.group_id] = []
         sampled = acc.sample.get(rec.group_id)
         if sampled is not None:
@@ -293,9 +330,13 @@ def accumulate(
         for name, value in (*rec.components.items(), (AGG, rec.aggregate)):
             if value is None:
                 acc.missing[name] = acc.missing.get(name, 0) + 1
+                gap = gaps.setdefault(key, {})
+                gap[name, "missing"] = gap.get((name, "missing"), 0) + 1
                 continue
             if not -MAX_SCORE_MAGNITUDE <= value <= MAX_SCORE_MAGNITUDE:  # NaN, ±inf, or squares that overflow
                 acc.non_finite[name] = acc.non_finite.get(name, 0) + 1
+                gap = gaps.setdefault(key, {})
+                gap[name, "non_finite"] = gap.get((name, "non_finite"), 0) + 1
                 continue
             st = group.get(name)
             if st is None:
@@ -312,11 +353,34 @@ def accumulate(
     if other_runs:
         names = ", ".join(sorted(other_runs | {run_id or ""}))
         raise MonitorInputError(f"records come from several runs ({names}): monitor one run at a time (--run-id)")
-    if mixed:
-        raise mixed_tasks_error(mixed)
+    for (step, group), tasks in sorted(mixed.items()):
+        steps[step].set_aside.append(set_aside_entry(step, group, {t: (r, n) for t, (r, n) in tasks.items()}))
     for acc in steps.values():
         acc.freeze()
     return run_id, steps
+
+
+def _count_task(tasks: dict[str, list[Any]], rec: Record) -> None:
+    entry = tasks.get(rec.task_id)
+    if entry is None:
+        tasks[rec.task_id] = [rec.rollout_id, 1]
+    else:
+        entry[1] += 1
+
+
+def _set_aside(acc: StepAcc, group: str, records: int, gaps: Mapping[tuple[str, str], int]) -> bool:
+    """Take a group found holding several tasks out of ``acc``: its figures, its sample and the missing or
+    non-finite values its records added (its error records stay error records). True if it held a sample slot
+    (which stays used, as the columnar reader counts it)."""
+    acc.groups.pop(group, None)
+    acc.scored_in_group.pop(group, None)
+    acc.set_aside_records += records
+    for (name, kind), count in gaps.items():
+        counts = acc.missing if kind == "missing" else acc.non_finite
+        counts[name] -= count
+        if not counts[name]:
+            del counts[name]
+    return acc.sample.pop(group, None) is not None
 
 
 def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:

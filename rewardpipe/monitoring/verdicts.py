@@ -93,6 +93,10 @@ class StepReport:
     replayed: bool = False
     # Records whose execution ran in the "inprocess" trust mode: a screened fallback, not a reward source.
     inprocess_records: int = 0
+    #: Groups left out of every statistic because their scored records hold several tasks (named in the
+    #: result's ``set_aside``), and those records (counted in ``records``, not in ``scored``).
+    set_aside_groups: int = 0
+    set_aside_records: int = 0
     #: Named causes seen at this step (``rewardpipe.monitoring.causes.Diagnosis``).
     diagnoses: list[Any] = field(default_factory=list)
 
@@ -109,6 +113,8 @@ class StepReport:
             "error_streak": self.error_streak,
             "replayed": self.replayed,
             "inprocess_records": self.inprocess_records,
+            "set_aside_groups": self.set_aside_groups,
+            "set_aside_records": self.set_aside_records,
             "components": {name: stats.to_dict() for name, stats in self.components.items()},
             "aggregate": self.aggregate.to_dict(),
             "diagnoses": [diagnosis.to_dict() for diagnosis in self.diagnoses],
@@ -253,7 +259,7 @@ def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
     agg_stats = component_stats(AGG, acc, th, None)
     cancelling = [n for n, c in components.items() if c.verdict == "ok"] if agg_stats["verdict"] == "dead" else []
     aggregate = finish(AGGREGATE_TARGET, agg_stats, cancelling)
-    scored = acc.records - acc.errors
+    scored = acc.records - acc.errors - acc.set_aside_records
     return StepReport(
         step=step,
         records=acc.records,
@@ -265,4 +271,6 @@ def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
         components=components,
         aggregate=aggregate,
         inprocess_records=acc.inprocess,
+        set_aside_groups=len(acc.set_aside),
+        set_aside_records=acc.set_aside_records,
     )

@@ -4,8 +4,10 @@ A GRPO group is the rollouts of one prompt. Records whose group ids are numbered
 task of a step) filed two tasks' rollouts under one group: a component constant inside each task's group, but
 different between the tasks (1.0 for one task, 0.0 for the other), varied inside the merged "group" and was
 judged ``ok``, never alarmed. ``rewardpipe score`` already refused such a line ("a group is one prompt"); the
-monitor now refuses such records on every reader (records, JSONL fast and careful paths, a store), naming the
-first such group. Only scored records are read for it: an error record is left out of every statistic, and the
+monitor refused such records on every reader (records, JSONL fast and careful paths, a store), naming the
+first such group. Since round thirty-one such a group is set aside instead (named, left out of every
+statistic), so the other groups are still judged (tests/cli/test_round_thirtyone_monitoring.py). Only scored
+records are read for it: an error record is left out of every statistic, and the
 Nova bridge files its own with the task "unknown" in the group of the scored ones.
 """
 
@@ -13,9 +15,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from rewardpipe.monitoring import MonitorInputError, monitor_records
+from rewardpipe.monitoring import monitor_records
 from tests.monitoring.test_fast_path import run_three_ways, write
 from tests.monitoring.test_store_fast_path import both_ways, store_of
 
@@ -50,9 +50,10 @@ def records(tasks: dict[str, float], steps: int = 2, groups: int = 8, k: int = 4
 MESSAGE = "group 'g0' of step 0 holds rollouts of 2 tasks ('t1', 't2')"
 
 
-def test_two_tasks_under_one_group_id_are_refused_not_judged_alive():
-    with pytest.raises(MonitorInputError, match=MESSAGE.replace("(", r"\(").replace(")", r"\)")):
-        monitor_records(records({"t1": 1.0, "t2": 0.0}))
+def test_two_tasks_under_one_group_id_are_set_aside_not_judged_alive():
+    data = monitor_records(records({"t1": 1.0, "t2": 0.0})).to_dict()
+    assert MESSAGE in data["set_aside"][0]["reason"] and len(data["set_aside"]) == 16
+    assert all(c["verdict"] != "ok" for step in data["steps"] for c in step["components"].values())
 
 
 def test_each_task_in_a_group_of_its_own_is_dead_and_alarmed():
@@ -61,19 +62,19 @@ def test_each_task_in_a_group_of_its_own_is_dead_and_alarmed():
     assert "c" in {alarm.component for alarm in result.alarms}
 
 
-def test_every_reader_of_a_records_file_refuses_it_alike(tmp_path, monkeypatch):
+def test_every_reader_of_a_records_file_sets_it_aside_alike(tmp_path, monkeypatch):
     path = write(tmp_path / "records.jsonl", records({"t1": 1.0, "t2": 0.0}))
     (shipped, orjson_only, careful), used = run_three_ways(monkeypatch, path, "--no-write-alarms", "--json")
     assert shipped == orjson_only == careful
-    assert shipped[0] != 0 and MESSAGE in shipped[2]
+    assert shipped[0] == 0 and MESSAGE in shipped[2] and MESSAGE in json.loads(shipped[1])["set_aside"][0]["reason"]
     assert used[0] is True  # the fast path served the first run
 
 
-def test_a_store_is_refused_alike(tmp_path, monkeypatch):
+def test_a_store_sets_it_aside_alike(tmp_path, monkeypatch):
     store = store_of(tmp_path, records({"t1": 1.0, "t2": 0.0}))
     fast, careful, used = both_ways(monkeypatch, store.root)
     assert used == [True] and fast == careful
-    assert fast[0] != 0 and MESSAGE in fast[2]
+    assert fast[0] == 0 and MESSAGE in fast[2]
 
 
 def _with_an_unknown_task_error(rows: list[dict]) -> list[dict]:

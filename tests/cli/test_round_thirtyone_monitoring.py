@@ -1,0 +1,136 @@
+"""Round thirty-one (monitoring): one bad record never stops the monitoring of a run.
+
+(a) A group whose scored records carry two task ids (group ids numbered per task) made `monitor` and `report`
+refuse the whole records file or store. Such a group is now set aside: named with its tasks, records and the
+reason (stderr, --json ``set_aside``, the report's page), counted per step, and left out of every statistic, so
+it can neither make a dead component look alive nor count as a group without signal; every other group is
+judged as before, identically on every reader.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from typer.testing import CliRunner
+
+from rewardpipe.cli import app
+from rewardpipe.monitoring import monitor_records
+from tests.monitoring.test_fast_path import run_three_ways, write
+from tests.monitoring.test_store_fast_path import both_ways, store_of
+
+REASON = "group 'g0' of step 0 holds rollouts of 2 tasks ('t1', 't2')"
+
+
+def _record(step: int, group: str, rollout: str, task: str, c: float | None, right: float) -> dict:
+    return {
+        "schema": "rewardpipe.record/v1",
+        "run_id": "r",
+        "step": step,
+        "group_id": group,
+        "rollout_id": rollout,
+        "task_id": task,
+        "status": "scored",
+        "error": None,
+        "components": {"c": c, "correctness": right},
+        "weights": {"c": 0.5, "correctness": 1.0},
+        "aggregate": 0.5 * (c or 0.0) + right,
+        "metrics": {},
+    }
+
+
+def run_with_a_mixed_group(steps: int = 2, groups: int = 8, k: int = 4) -> list[dict]:
+    """Per step: ``groups`` good groups (``c`` constant 1.0: dead; ``correctness`` varies) and group ``g0``
+    holding the rollouts of tasks t1 (c = 1.0) and t2 (c = 0.0): merged, ``c`` would vary in it."""
+    out = []
+    for step in range(steps):
+        for i in range(k):
+            out.append(_record(step, "g0", f"s{step}-g0-t1-{i}", "t1", 1.0, float(i % 2)))
+            out.append(_record(step, "g0", f"s{step}-g0-t2-{i}", "t2", 0.0, float(i % 2)))
+        for g in range(1, groups + 1):
+            for i in range(k):
+                out.append(_record(step, f"g{g}", f"s{step}-g{g}-{i}", f"t{g + 2}", 1.0, float(i % 2)))
+    return out
+
+
+def _check_set_aside(data: dict, steps: int = 2) -> None:
+    assert [(e["step"], e["group_id"]) for e in data["set_aside"]] == [(s, "g0") for s in range(steps)]
+    entry = data["set_aside"][0]
+    assert REASON in entry["reason"] and entry["records"] == 8
+    assert entry["tasks"] == [
+        {"task_id": "t1", "records": 4, "first_rollout_id": "s0-g0-t1-0"},
+        {"task_id": "t2", "records": 4, "first_rollout_id": "s0-g0-t2-0"},
+    ]
+
+
+def test_a_group_of_two_tasks_is_set_aside_and_the_others_are_judged():
+    data = monitor_records(run_with_a_mixed_group()).to_dict()
+    _check_set_aside(data)
+    step = data["steps"][0]
+    assert step["set_aside_groups"] == 1 and step["set_aside_records"] == 8
+    assert step["records"] == 40 and step["scored"] == 32 and step["groups"] == 8
+    c = step["components"]["c"]
+    assert c["verdict"] == "dead" and c["eligible_groups"] == 8 and c["values"] == 32
+    assert "c" in {a["component"] for a in data["alarms"]}
+    assert step["components"]["correctness"]["verdict"] == "ok"
+
+
+def test_a_set_aside_group_makes_no_alarm_of_a_live_component():
+    """Left out, not counted as a group without signal: a step of only set-aside groups judges nothing."""
+    data = monitor_records(run_with_a_mixed_group(groups=0)).to_dict()
+    assert data["alarms"] == [] and data["steps"][0]["set_aside_groups"] == 1
+    assert all(c["verdict"] != "dead" for s in data["steps"] for c in s["components"].values())
+    assert data["steps"][0]["error_rate"] == 0.0 and data["steps"][0]["aggregate"]["verdict"] != "dead"
+
+
+def test_every_reader_of_a_records_file_sets_it_aside_alike(tmp_path, monkeypatch):
+    path = write(tmp_path / "records.jsonl", run_with_a_mixed_group())
+    (shipped, orjson_only, careful), used = run_three_ways(monkeypatch, path, "--no-write-alarms", "--json")
+    assert used[0] is True and shipped == orjson_only == careful
+    assert shipped[0] == 0, shipped[2]
+    _check_set_aside(json.loads(shipped[1]))
+    assert f"warning: set aside: {REASON}" in shipped[2]
+    assert "task 't1': 4 from rollout 's0-g0-t1-0'" in shipped[2]
+    monkeypatch.undo()
+    table, _ = run_three_ways(monkeypatch, path, "--no-write-alarms")
+    assert table[0] == table[1] == table[2] and table[0][0] == 0 and "ALARM" in table[0][1]
+
+
+def test_interleaved_records_set_aside_alike_on_every_reader(tmp_path, monkeypatch):
+    """Records in any order, more groups than the monitor samples: the readers still agree exactly."""
+    rows = run_with_a_mixed_group(steps=3, groups=30)
+    random.Random(7).shuffle(rows)
+    rows[3] = dict(rows[3], components={"c": None, "correctness": 1.0})  # a missing value, maybe in g0
+    rows += [dict(r, components={"c": None, "correctness": 0.0}) for r in rows if r["group_id"] == "g0"][:2]
+    path = write(tmp_path / "records.jsonl", rows)
+    (shipped, orjson_only, careful), used = run_three_ways(monkeypatch, path, "--no-write-alarms", "--json")
+    assert used[0] is True and shipped == orjson_only == careful and shipped[0] == 0
+    data = json.loads(shipped[1])
+    assert [s["set_aside_groups"] for s in data["steps"]] == [1, 1, 1]
+    assert all(s["components"]["c"]["eligible_groups"] == 30 for s in data["steps"])
+
+
+def test_a_store_sets_it_aside_alike(tmp_path, monkeypatch):
+    store = store_of(tmp_path, run_with_a_mixed_group())
+    fast, careful, used = both_ways(monkeypatch, store.root)
+    assert used == [True] and fast == careful and fast[0] == 0, fast[2]
+    _check_set_aside(json.loads(fast[1]))
+
+
+def test_report_sets_it_aside_and_names_it_on_every_reader(tmp_path, monkeypatch):
+    from rewardpipe.monitoring import fastread
+
+    path = write(tmp_path / "records.jsonl", run_with_a_mixed_group())
+    runner = CliRunner()
+    out = tmp_path / "report.html"
+    fast = runner.invoke(app, ["report", str(path), "--json", "--out", str(out)])
+    assert fast.exit_code == 0, fast.stderr
+    page = out.read_text()
+    monkeypatch.setattr(fastread, "read_jsonl_batch", lambda path: None)
+    careful = runner.invoke(app, ["report", str(path), "--json"])
+    assert careful.exit_code == 0 and careful.stdout == fast.stdout
+    data = json.loads(fast.stdout)
+    _check_set_aside(data)
+    assert data["groups"] == 16 and data["scored"] == 64 and data["tasks"] == 8
+    assert "set aside" in page and "holds rollouts of 2 tasks" in page
+    assert f"warning: set aside: {REASON}" in fast.stderr
