@@ -1,10 +1,18 @@
-"""Suite-wide hooks: the xdist group of the running test, for tests/synth_group.py's rule."""
+"""Suite-wide hooks: the xdist group of the running test, for tests/synth_group.py's rule; the command line's paths
+grouped by directory (tests/collection_order.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests import synth_group
+from tests.collection_order import grouped
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Group the command line's paths by directory (:mod:`tests.collection_order`: pytest 9.1 lost a subdirectory's
+    conftest fixtures when its files were given apart)."""
+    config.args[:] = grouped(list(config.args))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -134,3 +134,34 @@ def test_report_sets_it_aside_and_names_it_on_every_reader(tmp_path, monkeypatch
     assert data["groups"] == 16 and data["scored"] == 64 and data["tasks"] == 8
     assert "set aside" in page and "holds rollouts of 2 tasks" in page
     assert f"warning: set aside: {REASON}" in fast.stderr
+
+
+# (b) test files of one directory given apart on the command line kept that directory's conftest fixtures
+
+
+def test_paths_are_grouped_by_directory_in_the_order_they_first_appear():
+    from tests.collection_order import grouped
+
+    args = ["tests/cli/b.py", "tests/x.py::test_one", "tests/cli/a.py", "tests/x.py::test_two", "tests/core"]
+    expected = ["tests/cli/b.py", "tests/cli/a.py", "tests/x.py::test_one", "tests/x.py::test_two", "tests/core"]
+    assert grouped(args) == expected
+    assert grouped(["tests/x.py", "tests/cli/a.py"]) == ["tests/x.py", "tests/cli/a.py"]
+
+
+def test_a_subdirectory_file_given_after_a_file_of_its_parent_finds_its_fixtures():
+    """pytest 9.1.1 said "fixture 'cli' not found" for the last file here (each file passed alone)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    files = ["tests/cli/test_command_modules.py", "tests/test_alarms.py", "tests/cli/test_round_thirty_journeys.py"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "cut_reasons_never_split", *files],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-2000:]
