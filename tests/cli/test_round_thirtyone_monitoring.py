@@ -165,3 +165,25 @@ def test_a_subdirectory_file_given_after_a_file_of_its_parent_finds_its_fixtures
         check=False,
     )
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-2000:]
+
+
+HOSTILE = "\x1b[2J<script>x</script>\u202e[bold]y[/]"
+
+
+def test_hostile_ids_of_a_set_aside_group_print_escaped_everywhere(tmp_path):
+    rows = run_with_a_mixed_group(steps=1)
+    for row in rows:
+        if row["group_id"] == "g0":
+            row.update(group_id=f"g0{HOSTILE}" + "G" * 5000, task_id=row["task_id"] + HOSTILE)
+    path = write(tmp_path / "records.jsonl", rows)
+    runner = CliRunner()
+    table = runner.invoke(app, ["monitor", str(path), "--no-write-alarms"])
+    page = tmp_path / "report.html"
+    report = runner.invoke(app, ["report", str(path), "--out", str(page), "--json"])
+    assert table.exit_code == report.exit_code == 0
+    for text in (table.stdout, table.stderr, report.stdout, report.stderr, page.read_text()):
+        assert "\x1b" not in text and "\u202e" not in text
+    assert "\\x1b[2J<script>" in table.stderr and "\\u202e[bold]y[/]" in table.stderr
+    assert len(table.stderr) < 2000  # an id is cut to 80 characters in a message
+    assert json.loads(report.stdout)["set_aside"][0]["tasks"][0]["task_id"] == "t1" + HOSTILE
+    assert "&lt;script&gt;" in page.read_text() and "<script>" not in page.read_text()
