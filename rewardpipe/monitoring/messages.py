@@ -173,6 +173,8 @@ def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str
 
 #: ``kind`` of the warning for a run whose every group holds one rollout (see :func:`run_warnings`).
 SINGLE_ROLLOUT_GROUPS = "single_rollout_groups"
+#: ``kind`` of the warning for a component with values outside its declared range.
+VALUES_OUT_OF_RANGE = "values_out_of_range"
 
 
 def run_warnings(reports: list[Any]) -> list[dict[str, str]]:
@@ -181,7 +183,42 @@ def run_warnings(reports: list[Any]) -> list[dict[str, str]]:
     ``single_rollout_groups``: every group of every step holds one record. GRPO's advantage compares a rollout with
     the others of its group, so the monitor judges nothing: each verdict stays ``insufficient_data``, no pool of
     such steps reaches one, and no alarm can ever be raised. Each step said so in a verdict's message only; a run
-    of ``-k 1`` (or a group id per rollout) read as "no alarms". One group of two records anywhere: no warning."""
+    of ``-k 1`` (or a group id per rollout) read as "no alarms". One group of two records anywhere: no warning.
+
+    ``values_out_of_range``: a component held values outside its declared range (``--range``, the reward's own),
+    which the verdicts read for their cause; named with its steps and the values seen."""
+    return _single_rollout_groups(reports) + _values_out_of_range(reports)
+
+
+def _values_out_of_range(reports: list[Any]) -> list[dict[str, str]]:
+    """``values_out_of_range``: per component, the steps where a group held a value outside its declared range
+    (a scorer returning what it says it never does, or a range declared wrong: either way its verdicts, which
+    read the range for their cause, are not to be trusted as they are)."""
+    found: dict[str, list[tuple[int, int, Any, Any]]] = {}
+    for report in reports:
+        for name, stats in report.components.items():
+            if getattr(stats, "out_of_range_groups", 0):
+                found.setdefault(name, []).append((report.step, stats.out_of_range_groups, stats.min, stats.max))
+    warnings = []
+    for name, steps in found.items():
+        shown = ", ".join(str(step) for step, *_ in steps[:10]) + (", ..." if len(steps) > 10 else "")
+        low = min(s[2] for s in steps if s[2] is not None)
+        high = max(s[3] for s in steps if s[3] is not None)
+        groups = sum(s[1] for s in steps)
+        warnings.append(
+            {
+                "kind": VALUES_OUT_OF_RANGE,
+                "message": (
+                    f"{label(name)[:80]} has values outside its declared range in {groups} group(s) at "
+                    f"{len(steps)} step(s) ({shown}; seen {low:g} to {high:g}): fix the scorer, or declare the range "
+                    f"it really has (--range {name[:80]}=LO:HI)"
+                ),
+            }
+        )
+    return warnings
+
+
+def _single_rollout_groups(reports: list[Any]) -> list[dict[str, str]]:
     measured = [report for report in reports if report.records]
     if not measured or any(report.records > report.groups for report in measured):
         return []

@@ -70,6 +70,9 @@ class ComponentStats:
     #: The consecutive small steps this verdict was judged over together (rewardpipe.monitoring.pooling);
     #: None for a verdict on its own step.
     pooled_steps: list[int] | None = None
+    #: Groups holding a value outside the component's declared range (``--range``, the reward's own): a
+    #: scorer bug or a wrong declaration, never silent (``values_out_of_range`` in the run's warnings)
+    out_of_range_groups: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,6 +139,11 @@ def component_stats(
     if group_sizes is not None:
         group_sizes[name] = sizes
     eligible, zero = stats["eligible_groups"], stats["zero_variance_groups"]
+    table = acc.table.get(name)
+    if value_range is not None and table is not None:
+        with np.errstate(invalid="ignore"):  # NaN: a group without a value
+            outside = (table.minimum < value_range[0] - tol) | (table.maximum > value_range[1] + tol)
+        stats["out_of_range_groups"] = int(outside.sum())
 
     rollouts = acc.rollout_counts()
     rollout_groups = int((rollouts >= 2).sum())
@@ -156,7 +164,6 @@ def component_stats(
             zero_variance_group_fraction=1.0,
         )
         return stats
-    table = acc.table.get(name)
     # Groups of 2+ scored rollouts where the component has a number in one of them only: no comparison for GRPO
     # there, so they count with the zero-variance groups (a group where it has none at all is another task's).
     lone = (table.n == 1) & (rollouts >= 2) if table is not None else rollouts < 0

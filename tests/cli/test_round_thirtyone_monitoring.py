@@ -15,7 +15,7 @@ import random
 from typer.testing import CliRunner
 
 from rewardpipe.cli import app
-from rewardpipe.monitoring import monitor_records
+from rewardpipe.monitoring import Thresholds, monitor_records
 from tests.monitoring.test_fast_path import run_three_ways, write
 from tests.monitoring.test_store_fast_path import both_ways, store_of
 
@@ -187,3 +187,28 @@ def test_hostile_ids_of_a_set_aside_group_print_escaped_everywhere(tmp_path):
     assert len(table.stderr) < 2000  # an id is cut to 80 characters in a message
     assert json.loads(report.stdout)["set_aside"][0]["tasks"][0]["task_id"] == "t1" + HOSTILE
     assert "&lt;script&gt;" in page.read_text() and "<script>" not in page.read_text()
+
+
+# (c) a value outside the component's declared range was used silently
+
+
+def test_a_value_outside_the_declared_range_is_named_not_silent(tmp_path, monkeypatch):
+    """``c`` is declared 0..1 and is 1.0 everywhere but one 7.0 in group g1: before, no word of it."""
+    rows = [r for r in run_with_a_mixed_group() if r["group_id"] != "g0"]
+    for row in rows:
+        if row["rollout_id"] in ("s0-g1-0", "s1-g2-3"):
+            row["components"] = {"c": 7.0, "correctness": row["components"]["correctness"]}
+    data = monitor_records(rows, Thresholds(ranges={"c": (0.0, 1.0)})).to_dict()
+    assert [s["components"]["c"]["out_of_range_groups"] for s in data["steps"]] == [1, 1]
+    assert data["steps"][0]["components"]["correctness"]["out_of_range_groups"] == 0
+    (warning,) = [w for w in data["warnings"] if w["kind"] == "values_out_of_range"]
+    assert (
+        "c has values outside its declared range in 2 group(s) at 2 step(s) (0, 1; seen 1 to 7)" in (warning["message"])
+    )
+    path = write(tmp_path / "records.jsonl", rows)
+    (shipped, orjson_only, careful), used = run_three_ways(monkeypatch, path, "--range", "c=0:1", "--json")
+    assert used[0] is True and shipped == orjson_only == careful and shipped[0] == 0
+    assert "warning: values_out_of_range: c has values outside" in shipped[2]
+    monkeypatch.undo()
+    inside, _ = run_three_ways(monkeypatch, path, "--range", "c=0:10", "--json")
+    assert "values_out_of_range" not in inside[0][1] + inside[0][2]
