@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from rewardpipe.monitoring.thresholds import MonitorInputError
 from rewardpipe.store import BadObject, Store, UnreadableObject, run_prefix
@@ -60,6 +60,24 @@ class PendingDelivery(BaseModel):
     step: int = Field(ge=0)
     alarms: list[dict[str, Any]] = Field(default_factory=list)
     metrics: list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("alarms")
+    @classmethod
+    def _alarms_deliverable(cls, alarms: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each pending alarm must make an :class:`~rewardpipe.monitoring.alarms.Alarm` (an outbox entry of a
+        hand-edited or damaged state crashed every later check of the run, when it was delivered); the state is
+        refused instead, which :func:`load_state` sets aside."""
+        from rewardpipe.monitoring.alarms import Alarm
+
+        adapter = TypeAdapter(Alarm)
+        for index, alarm in enumerate(alarms):
+            try:
+                adapter.validate_python(alarm)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise ValueError(f"pending alarm #{index} is not an alarm ({first['msg']} at {where})") from None
+        return alarms
 
 
 class MonitorState(BaseModel):

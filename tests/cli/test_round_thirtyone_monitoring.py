@@ -212,3 +212,29 @@ def test_a_value_outside_the_declared_range_is_named_not_silent(tmp_path, monkey
     monkeypatch.undo()
     inside, _ = run_three_ways(monkeypatch, path, "--range", "c=0:10", "--json")
     assert "values_out_of_range" not in inside[0][1] + inside[0][2]
+
+
+# (d) a saved state whose outbox holds something that is not an alarm
+
+
+def test_a_state_with_a_pending_entry_that_is_no_alarm_is_set_aside_not_a_crash(tmp_path):
+    """Before: ``TypeError: Alarm.__init__() missing ... 'kind'`` on every later check of the run."""
+    from rewardpipe.models import Record
+    from rewardpipe.monitoring import StoreAlarmSink
+    from rewardpipe.monitoring.monitor import monitor_step
+    from rewardpipe.monitoring.state import STATE_SCHEMA, state_key
+    from rewardpipe.store import LocalStore
+
+    store = LocalStore(tmp_path / "store")
+    for row in run_with_a_mixed_group(steps=1):
+        if row["group_id"] != "g0":
+            store.put_record(Record.model_validate(row))
+    raised = []
+    for pending in ([{}], [{"kind": "dead_component", "component": "c", "step": "x", "cause": "c", "message": "m"}]):
+        state = {"schema": STATE_SCHEMA, "run_id": "r", "checked": [], "pending": [{"step": 3, "alarms": pending}]}
+        store.put_json(state_key("r"), state)
+        result = monitor_step(store, "r", 0, sinks=[StoreAlarmSink(store, "r")])
+        (problem,) = result.unreadable
+        assert "pending alarm #0 is not an alarm" in problem["reason"] and "kept at" in problem["reason"]
+        raised += [alarm.component for alarm in result.alarms]
+    assert raised == ["c"]  # the step is checked afresh; the stored alarm is not delivered twice
