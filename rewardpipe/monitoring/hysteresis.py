@@ -297,7 +297,11 @@ def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th
             figures=figures,
         )
     elif change is not None:
-        kinds = ", ".join(f"{k} {v}" for k, v in report.error_kinds.items())
+        # a record's error kind is its writer's text: a few kinds, each cut, keep the message a sentence
+        listed = list(report.error_kinds.items())
+        kinds = ", ".join(f"{k[:80]}{'...' if len(k) > 80 else ''} {v}" for k, v in listed[:5]) + (
+            f", and {len(listed) - 5} more kinds" if len(listed) > 5 else ""
+        )
         alarm = Alarm(
             kind="error_rate",
             component=ERRORS_TARGET,

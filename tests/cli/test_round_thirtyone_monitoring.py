@@ -238,3 +238,16 @@ def test_a_state_with_a_pending_entry_that_is_no_alarm_is_set_aside_not_a_crash(
         assert "pending alarm #0 is not an alarm" in problem["reason"] and "kept at" in problem["reason"]
         raised += [alarm.component for alarm in result.alarms]
     assert raised == ["c"]  # the step is checked afresh; the stored alarm is not delivered twice
+
+
+# (e) an error-rate alarm listed every kind of error in full: a writer's huge or countless kinds made it megabytes
+
+
+def test_an_error_rate_alarm_names_a_few_kinds_each_cut():
+    rows = run_with_a_mixed_group(steps=1)
+    for n, row in enumerate(rows):
+        kind = "timeout" if n % 2 else f"k{n}\x1b" + "K" * 10000
+        row.update(status="error", error={"kind": kind, "message": "m"}, aggregate=None)
+    (alarm,) = [a for a in monitor_records(rows).alarms if a.kind == "error_rate"]
+    assert len(alarm.message) < 1500 and "timeout 20" in alarm.message and "more kinds" in alarm.message
+    assert len(alarm.figures["error_kinds"]) == 21  # the figures keep every kind
