@@ -175,6 +175,8 @@ def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str
 SINGLE_ROLLOUT_GROUPS = "single_rollout_groups"
 #: ``kind`` of the warning for a component with values outside its declared range.
 VALUES_OUT_OF_RANGE = "values_out_of_range"
+#: ``kind`` of the warning for a component the records of some steps leave out altogether.
+COMPONENT_ABSENT = "component_absent"
 
 
 def run_warnings(reports: list[Any]) -> list[dict[str, str]]:
@@ -186,8 +188,33 @@ def run_warnings(reports: list[Any]) -> list[dict[str, str]]:
     of ``-k 1`` (or a group id per rollout) read as "no alarms". One group of two records anywhere: no warning.
 
     ``values_out_of_range``: a component held values outside its declared range (``--range``, the reward's own),
-    which the verdicts read for their cause; named with its steps and the values seen."""
-    return _single_rollout_groups(reports) + _values_out_of_range(reports)
+    which the verdicts read for their cause; named with its steps and the values seen.
+
+    ``component_absent``: a component given at some steps is missing from every scored record of others."""
+    return _single_rollout_groups(reports) + _values_out_of_range(reports) + _components_absent(reports)
+
+
+def _components_absent(reports: list[Any]) -> list[dict[str, str]]:
+    """``component_absent``: a component the records give at some steps is absent from every scored record of
+    another. Given as ``null`` it is judged (``dead``, ``no_values``) and alarmed; left out of the records it
+    vanished from that step's table without a word, however long it stayed away."""
+    seen = {name for report in reports for name in report.components}
+    warnings = []
+    for name in sorted(seen):
+        gone = [report.step for report in reports if report.scored and name not in report.components]
+        if gone:
+            shown = ", ".join(map(str, gone[:10])) + (", ..." if len(gone) > 10 else "")
+            warnings.append(
+                {
+                    "kind": COMPONENT_ABSENT,
+                    "message": (
+                        f"{name[:80]} is absent from every scored record of {len(gone)} step(s) ({shown}) and so "
+                        f"not judged there, though other steps' records give it: a scorer that stopped reporting "
+                        f"it? (a component with no value should be given as null, which is judged)"
+                    ),
+                }
+            )
+    return warnings
 
 
 def _values_out_of_range(reports: list[Any]) -> list[dict[str, str]]:

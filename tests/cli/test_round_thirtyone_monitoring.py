@@ -251,3 +251,21 @@ def test_an_error_rate_alarm_names_a_few_kinds_each_cut():
     (alarm,) = [a for a in monitor_records(rows).alarms if a.kind == "error_rate"]
     assert len(alarm.message) < 1500 and "timeout 20" in alarm.message and "more kinds" in alarm.message
     assert len(alarm.figures["error_kinds"]) == 21  # the figures keep every kind
+
+
+# (f) a component left out of every record of a step vanished without a word (given as null, it is alarmed)
+
+
+def test_a_component_absent_from_a_whole_step_is_warned_about(tmp_path, monkeypatch):
+    rows = [r for r in run_with_a_mixed_group(steps=3) if r["group_id"] != "g0"]
+    for row in rows:
+        if row["step"] == 1:
+            row["components"] = {"correctness": row["components"]["correctness"]}
+    data = monitor_records(rows).to_dict()
+    assert "c" not in data["steps"][1]["components"]
+    (warning,) = [w for w in data["warnings"] if w["kind"] == "component_absent"]
+    assert warning["message"].startswith("c is absent from every scored record of 1 step(s) (1)")
+    path = write(tmp_path / "records.jsonl", rows)
+    (shipped, orjson_only, careful), _ = run_three_ways(monkeypatch, path, "--no-write-alarms")
+    assert shipped == orjson_only == careful and "warning: component_absent: c is absent" in shipped[2]
+    assert not [w for w in monitor_records(run_with_a_mixed_group()).to_dict()["warnings"] if "absent" in w["kind"]]
