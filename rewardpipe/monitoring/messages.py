@@ -203,18 +203,23 @@ def _components_absent(reports: list[Any]) -> list[dict[str, str]]:
     for name in sorted(seen):
         gone = [report.step for report in reports if report.scored and name not in report.components]
         if gone:
-            shown = ", ".join(map(str, gone[:10])) + (", ..." if len(gone) > 10 else "")
+            shown = _first_steps(gone)
             warnings.append(
                 {
                     "kind": COMPONENT_ABSENT,
                     "message": (
-                        f"{name[:80]} is absent from every scored record of {len(gone)} step(s) ({shown}) and so "
-                        f"not judged there, though other steps' records give it: a scorer that stopped reporting "
+                        f"{label(name)[:80]} is absent from every scored record of {len(gone)} step(s) ({shown}) and "
+                        f"so not judged there, though other steps' records give it: a scorer that stopped reporting "
                         f"it? (a component with no value should be given as null, which is judged)"
                     ),
                 }
             )
     return warnings
+
+
+def _first_steps(steps: list[int]) -> str:
+    """The first ten of ``steps``, and "..." if there are more."""
+    return ", ".join(map(str, steps[:10])) + (", ..." if len(steps) > 10 else "")
 
 
 def _values_out_of_range(reports: list[Any]) -> list[dict[str, str]]:
@@ -228,7 +233,7 @@ def _values_out_of_range(reports: list[Any]) -> list[dict[str, str]]:
                 found.setdefault(name, []).append((report.step, stats.out_of_range_groups, stats.min, stats.max))
     warnings = []
     for name, steps in found.items():
-        shown = ", ".join(str(step) for step, *_ in steps[:10]) + (", ..." if len(steps) > 10 else "")
+        shown = _first_steps([step for step, *_ in steps])
         low = min(s[2] for s in steps if s[2] is not None)
         high = max(s[3] for s in steps if s[3] is not None)
         groups = sum(s[1] for s in steps)
