@@ -45,6 +45,7 @@ from rewardpipe.execution.runtime.harness import (
     parse_stdio_tests,
 )
 from rewardpipe.execution.shape_lint import shape_findings
+from rewardpipe.models import NOT_A_SCORE_KINDS
 from rewardpipe.rewards.base import how_failed
 
 VALUE_TOLERANCE = 1e-9
@@ -560,7 +561,7 @@ def _lint(diagnosis: TaskDiagnosis, run: ScenarioRun | None) -> None:
 
 
 # Error records of a value that is no score (not finite, or beyond the magnitude any reward reaches).
-_NOT_A_SCORE = ("component_out_of_range", "aggregate_out_of_range", "non_finite_aggregate")
+_NOT_A_SCORE = NOT_A_SCORE_KINDS
 
 
 def _bare_state_model(env: Any, diagnosis: TaskDiagnosis, runs: dict[str, ScenarioRun]) -> None:

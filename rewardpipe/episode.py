@@ -15,7 +15,6 @@ turn or hooks: ``simulator_error``), the record and the transcript.
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 import threading
@@ -44,7 +43,15 @@ from rewardpipe.environment import (
     stored_action,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import ErrorInfo, Message, Record, cut_text, recordable_metrics, text_message
+from rewardpipe.models import (
+    ErrorInfo,
+    Message,
+    Record,
+    checked_score,
+    cut_text,
+    recordable_metrics,
+    text_message,
+)
 from rewardpipe.safe_text import encodable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -431,44 +438,6 @@ def execution_job(state: EpisodeState, task: Any, env: Environment) -> Execution
             f"environment '{env.name}': execution_job() returned {type(job).__name__}, not an ExecutionJob (or None)"
         )
     return job
-
-
-def checked_score(
-    components: dict[str, float | None], weights: dict[str, float], aggregate: float | None, error: ErrorInfo | None
-) -> tuple[dict[str, float | None], float | None, ErrorInfo | None]:
-    """``(components, aggregate, error)`` fit for a record: a component value or an aggregate that is not a
-    finite number within ±MAX_SCORE_MAGNITUDE (huge weights overflow to inf; a custom component can
-    return anything) is left out (None) and the record becomes an error saying so: a null, infinite or
-    absurd reward must never be handed to a trainer as a score, nor reach the monitor's statistics.
-    Every record built from a score goes through it (:func:`build_record`), locally and on AWS."""
-    from rewardpipe.models import score_problem
-
-    bad_components = {
-        name: problem for name, value in components.items() if (problem := score_problem(value)) is not None
-    }
-    if bad_components:
-        name, problem = next(iter(bad_components.items()))
-        components = {name: None if name in bad_components else value for name, value in components.items()}
-        return (
-            components,
-            None,
-            error or ErrorInfo(kind="component_out_of_range", message=f"component '{name}': {problem}"),
-        )
-    problem = score_problem(aggregate)
-    if problem is None:
-        return components, aggregate, error
-    shown = ", ".join(f"{name}={value:g}" for name, value in weights.items())
-    kind = "non_finite_aggregate" if not math.isfinite(aggregate) else "aggregate_out_of_range"  # type: ignore[arg-type]
-    return (
-        components,
-        None,
-        error
-        or ErrorInfo(
-            kind=kind,
-            message=f"the weighted sum of the components is {aggregate} (weights {shown}): {problem}; "
-            f"use smaller weights",
-        ),
-    )
 
 
 def record_from_score(

@@ -54,8 +54,60 @@ def score_problem(value: Any) -> str | None:
     if value is None or (is_score(value) and not isinstance(value, bool)):
         return None
     if isinstance(value, float) and not math.isfinite(value):
-        return f"{value} is not a finite number"
+        return f"{value} {NOT_FINITE}"
     return f"{value:g} is beyond ±{MAX_SCORE_MAGNITUDE:g} (no reward is that large; its statistics would overflow)"
+
+
+#: How :func:`score_problem` ends for a value that is not finite (NaN, an infinity).
+NOT_FINITE = "is not a finite number"
+#: The error kinds of a value that is no score (:func:`checked_score`'s), as records say them.
+NOT_A_SCORE_KINDS = ("component_out_of_range", "aggregate_out_of_range", "non_finite_aggregate")
+
+
+def non_finite_error(error: ErrorInfo) -> bool:
+    """Whether ``error`` is :func:`checked_score`'s for a value that is not finite (a component's NaN or infinity,
+    an overflowing weighted sum): what the trainers' answers (Nova's ``error_<kind>``, TRL's rows) have always
+    called ``non_finite_score``."""
+    return error.kind == "non_finite_aggregate" or (
+        error.kind == "component_out_of_range" and error.message.endswith(NOT_FINITE)
+    )
+
+
+def checked_score(
+    components: dict[str, float | None], weights: dict[str, float], aggregate: float | None, error: ErrorInfo | None
+) -> tuple[dict[str, float | None], float | None, ErrorInfo | None]:
+    """``(components, aggregate, error)`` fit for a record: a component value or an aggregate that is not a
+    finite number within ±MAX_SCORE_MAGNITUDE (huge weights overflow to inf; a custom component can
+    return anything) is left out (None) and the record becomes an error saying so: a null, infinite or
+    absurd reward must never be handed to a trainer as a score, nor reach the monitor's statistics.
+    Every score goes through it: :class:`rewardpipe.rewards.Reward`'s own (so a library caller never gets a NaN
+    reward) and every record built from one (``rewardpipe.episode.build_record``), locally and on AWS."""
+    bad_components = {
+        name: problem for name, value in components.items() if (problem := score_problem(value)) is not None
+    }
+    if bad_components:
+        name, problem = next(iter(bad_components.items()))
+        components = {name: None if name in bad_components else value for name, value in components.items()}
+        return (
+            components,
+            None,
+            error or ErrorInfo(kind="component_out_of_range", message=f"component '{name}': {problem}"),
+        )
+    problem = score_problem(aggregate)
+    if problem is None:
+        return components, aggregate, error
+    shown = ", ".join(f"{name}={value:g}" for name, value in weights.items())
+    kind = "non_finite_aggregate" if not math.isfinite(aggregate) else "aggregate_out_of_range"  # type: ignore[arg-type]
+    return (
+        components,
+        None,
+        error
+        or ErrorInfo(
+            kind=kind,
+            message=f"the weighted sum of the components is {aggregate} (weights {shown}): {problem}; "
+            f"use smaller weights",
+        ),
+    )
 
 
 #: Unicode categories an id may not contain: control (Cc: NUL, ESC, tab, newline), format (Cf: bidi overrides,

@@ -44,6 +44,7 @@ from rewardpipe.models import (
     Message,
     chat_role,
     has_answer,
+    non_finite_error,
     nova_fields,
     nova_output,
 )
@@ -265,15 +266,14 @@ LATE_SCORING_GRACE_S = 2.0
 def _score_output(sample_id: Any, score: Any) -> dict[str, Any]:
     from rewardpipe.episode import checked_score
 
-    if score.error:
-        return _error_output(sample_id, score.error.kind, score.error.message)
-    if score.aggregate is None or not math.isfinite(score.aggregate):  # e.g. huge weights overflowing
-        return _error_output(sample_id, "non_finite_score", "reward produced a non-finite aggregate")
-    # The check every record goes through: a component or aggregate beyond ±MAX_SCORE_MAGNITUDE (a component
-    # that parsed the model's "1e308") is that sample's error, never a score handed to the trainer.
-    _, _, problem = checked_score(dict(score.components), dict(score.weights), score.aggregate, None)
-    if problem is not None:
-        return _error_output(sample_id, problem.kind, problem.message)
+    if score.error is None and score.aggregate is None:
+        return _error_output(sample_id, "non_finite_score", "reward produced no aggregate")
+    # The check every record goes through (a Reward's own scores have been through it already): a component or
+    # aggregate that is not finite, or beyond ±MAX_SCORE_MAGNITUDE (a component that parsed the model's "1e308"),
+    # is that sample's error, never a score handed to the trainer.
+    _, _, error = checked_score(dict(score.components), dict(score.weights), score.aggregate, score.error)
+    if error is not None:  # a value that is not finite is a non_finite_score answer, as it always was
+        return _error_output(sample_id, "non_finite_score" if non_finite_error(error) else error.kind, error.message)
     return nova_output(sample_id, score.aggregate, score.components, score.metrics)
 
 

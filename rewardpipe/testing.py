@@ -151,6 +151,7 @@ def check_reward(
     ``state``, ``execution``) and check: no component raised, changed its inputs or came back None without an
     explanation, every value is inside its component's declared range, and (with ``require_variation``) every
     component takes at least two values across the samples. Returns the scores."""
+    from rewardpipe.models import NOT_A_SCORE_KINDS
     from rewardpipe.references import resolve_reward
     from rewardpipe.rewards.mutation import changed_inputs, mutating_components, pristine_copy, written_down
 
@@ -199,6 +200,9 @@ def check_reward(
         ):
             check = "unexplained_none" if score.error.kind == "component_unavailable" else score.error.kind
             problems.append(f"sample {index}: [{check}] {score.error.message}")
+        elif score.error is not None and score.error.kind in NOT_A_SCORE_KINDS:
+            # NaN, an infinity or an absurd number (doctor's out_of_range): the value is left out of the score
+            problems.append(f"sample {index}: [out_of_range] {score.error.message}")
         for comp in reward.components:
             value = score.components.get(comp.name)
             if value is None:

@@ -41,10 +41,12 @@ from typing import Any, cast
 from rewardpipe.models import (
     MAX_SCORE_MAGNITUDE,
     MAX_TASK_ID_LENGTH,
+    ErrorInfo,
     Message,
     chat_role,
     content_to_text,
     id_problem,
+    non_finite_error,
     nova_fields,
 )
 from rewardpipe.rewards import Reward, ScoringInput, get_reward
@@ -360,21 +362,11 @@ class BatchScorer:
         inputs = completion_inputs(key, self.reward.reads_input("reference"))
         # cast: a CompletionInput offers ScoringInput's attributes (duck-typed, built lazily), not its class
         scores = self.reward.score_columns(cast("list[ScoringInput]", inputs))
-        errors: list[str | None] = [None if e is None else e.kind for e in scores.errors]
-        limit = _LIMIT
-        for index, aggregate in enumerate(scores.aggregates):
-            # cast: a sample without an error has its aggregate; NaN fails both comparisons
-            if errors[index] is None and not -limit <= cast(float, aggregate) <= limit:
-                errors[index] = "non_finite_score"
-        for column in scores.values:
-            for index, value in enumerate(column):
-                if value is not None and not -limit <= value <= limit:
-                    errors[index] = errors[index] or "component_out_of_range"
+        # The reward's scores are bounded (rewardpipe.models.checked_score): a value that is not finite, or an
+        # aggregate beyond ±MAX_SCORE_MAGNITUDE, is the non_finite_score it has always been here; an error sample's
+        # columns are None already.
+        errors: list[str | None] = [None if e is None else _row_kind(e) for e in scores.errors]
         names = scores.names
-        failed = [i for i, e in enumerate(errors) if e is not None]
-        for column in scores.values:
-            for index in failed:
-                column[index] = None
         self.batches_scored += 1
         return ScoredBatch(fingerprint, None, errors, columns=dict(zip(names, scores.values, strict=True)))
 
@@ -541,6 +533,15 @@ def gather_across_processes(rows: list[Any]) -> list[Any]:
     if PartialState().num_processes <= 1:
         return rows
     return list(gather_object(rows))
+
+
+def _row_kind(error: ErrorInfo) -> str:
+    """The error kind a row gives for a sample the reward could not score: its own, except for a value that is no
+    score, which the rows have always called ``non_finite_score`` (NaN, an infinity, an aggregate beyond the bound)
+    or ``component_out_of_range`` (a finite component beyond it)."""
+    if non_finite_error(error) or error.kind == "aggregate_out_of_range":
+        return "non_finite_score"
+    return error.kind
 
 
 def _clean_row(row: Any, names: Sequence[str]) -> tuple[dict[str, float | None], str | None, dict[str, Any]]:

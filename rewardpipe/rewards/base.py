@@ -35,7 +35,15 @@ from rewardpipe.components import (
     make_caller,
 )
 from rewardpipe.gc_pause import paused_gc
-from rewardpipe.models import ErrorInfo, Message, MetricValue, recordable_metrics, score_problem
+from rewardpipe.models import (
+    MAX_SCORE_MAGNITUDE,
+    ErrorInfo,
+    Message,
+    MetricValue,
+    checked_score,
+    recordable_metrics,
+    score_problem,
+)
 from rewardpipe.parsing import ParsedTurn, TurnKind, parse_turn
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -189,6 +197,21 @@ class Score:
     aggregate: float | None
     metrics: dict[str, MetricValue] = field(default_factory=dict)
     error: ErrorInfo | None = None
+
+
+def _bounded(score: Score) -> Score:
+    """``score``, or its error when a value of it is no score (NaN, infinity, beyond ±MAX_SCORE_MAGNITUDE: a component
+    returning one, weights whose sum overflows), exactly as its record would say (``component_out_of_range``,
+    ``non_finite_aggregate``, ``aggregate_out_of_range``: :func:`rewardpipe.models.checked_score`). A library caller
+    (a user's own training loop) was handed the NaN, which made every advantage of its group NaN."""
+    limit = MAX_SCORE_MAGNITUDE
+    aggregate = score.aggregate
+    if (aggregate is None or -limit <= aggregate <= limit) and all(
+        -limit <= value <= limit for value in score.components.values() if value is not None
+    ):
+        return score  # NaN fails both comparisons
+    components, aggregate, error = checked_score(score.components, score.weights, aggregate, score.error)
+    return Score(components, score.weights, aggregate, score.metrics, error)
 
 
 @dataclass(slots=True)
@@ -398,6 +421,9 @@ class Reward:
         self._bounds = {
             c.name: (c.value_range[0] - RANGE_TOLERANCE, c.value_range[1] + RANGE_TOLERANCE) for c in components
         }
+        # The same, within ±MAX_SCORE_MAGNITUDE: a value outside them is out of range or no score at all.
+        limit = MAX_SCORE_MAGNITUDE
+        self._score_bounds = {name: (max(lo, -limit), min(hi, limit)) for name, (lo, hi) in self._bounds.items()}
         self._warned: set[str] = set()
 
     def _range_note(self, values: Mapping[str, float | None]) -> str | None:
@@ -572,13 +598,13 @@ class Reward:
         if (note := self._range_note(values)) is not None:
             metrics[OUT_OF_RANGE_METRIC] = note
         if raised is not None:
-            return Score(values, weights, None, metrics, raised_error(*raised))
+            return _bounded(Score(values, weights, None, metrics, raised_error(*raised)))
         aggregate: Any = 0
         for name, value in values.items():
             if value is None:
-                return Score(values, weights, None, metrics, self._none_error(data, values))
+                return _bounded(Score(values, weights, None, metrics, self._none_error(data, values)))
             aggregate += weights[name] * value  # in component order, as a plain sum would
-        return Score(values, weights, aggregate, metrics, None)
+        return _bounded(Score(values, weights, aggregate, metrics, None))
 
     def _none_error(self, data: ScoringInput, values: dict[str, float | None]) -> ErrorInfo:
         missing = "could not compute: " + ", ".join(n for n, v in values.items() if v is None)
@@ -646,7 +672,7 @@ class Reward:
         if not complete or self._diagnostics is not None:
             return self._finish(data, values, raised)
         note = self._range_note(values)
-        return Score(values, weights, aggregate, {} if note is None else {OUT_OF_RANGE_METRIC: note}, None)
+        return _bounded(Score(values, weights, aggregate, {} if note is None else {OUT_OF_RANGE_METRIC: note}, None))
 
     def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """Score a batch: the async components of every sample are awaited together (one event loop), so
@@ -692,7 +718,7 @@ class Reward:
         plan = self._plan
         columns: list[list[Any]] = [[] for _ in plan]
         appends = [column.append for column in columns]
-        bounds = self._bounds
+        bounds = self._score_bounds
         steps = tuple(zip(plan, appends, (self._weights[name] for name in names), strict=True))
         aggregates: list[Any] = []
         errors = []
@@ -718,10 +744,15 @@ class Reward:
                     if value is None:
                         complete = False
                         break
+                    if not bounds[_name][0] <= value <= bounds[_name][1]:  # NaN fails both comparisons
+                        if score_problem(value) is not None:  # no score: scored whole below for its error
+                            complete = False
+                            break
+                        self._out_of_range(_name, value)  # warns; a column has no metrics to carry it
                     append(value)
                     aggregate += weight * value
-                    if not bounds[_name][0] <= value <= bounds[_name][1] and score_problem(value) is None:
-                        self._out_of_range(_name, value)  # warns; a column has no metrics to carry it
+                if complete and not -MAX_SCORE_MAGNITUDE <= aggregate <= MAX_SCORE_MAGNITUDE:
+                    complete = False  # the weighted sum overflowed: its error, as its record says, below
                 if complete:
                     aggregates.append(aggregate)
                     errors.append(None)

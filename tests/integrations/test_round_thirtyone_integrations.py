@@ -4,7 +4,10 @@ Each test failed before its fix (see docs/changelog.md, round thirty-one)."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
+
+import pytest
 
 from rewardpipe.store import LocalStore
 
@@ -113,3 +116,120 @@ class TestStoredTrlRecordsNameTheirPrompt:
         looped.append(looped)  # neither a message list nor JSON
         assert prompt_task_id(looped, {}, 0).startswith("p-")
         assert prompt_task_id(b"\xff", {}, 0) == prompt_task_id(b"\xff", {}, 3)  # bytes: its text, at any position
+
+
+def _shaky_reward(bad: float, weight: float = 1.0):
+    """Two components; ``shaky`` returns ``bad`` for the completion "#### 1" (else 0.5) under ``weight``."""
+    from rewardpipe.rewards.base import Component, Reward
+
+    return Reward(
+        "shaky_reward",
+        (
+            Component("main", 1.0, lambda completion: 1.0),
+            Component(
+                "shaky", weight, lambda completion: bad if completion == "#### 1" else 0.5, value_range=(0, 1e300)
+            ),
+        ),
+    )
+
+
+# (value of the shaky component, its weight, the record's error kind, the kind TRL's rows and Nova's answer give)
+_NOT_SCORES = [
+    pytest.param(math.nan, 1.0, "component_out_of_range", "non_finite_score", id="nan"),
+    pytest.param(math.nan, 0.0, "component_out_of_range", "non_finite_score", id="nan-weight-0"),
+    pytest.param(-math.inf, 1.0, "component_out_of_range", "non_finite_score", id="minus-inf"),
+    pytest.param(1e200, 0.0, "component_out_of_range", "component_out_of_range", id="huge-weight-0"),
+    pytest.param(1e300, 1e10, "component_out_of_range", "component_out_of_range", id="huge-overflowing"),
+]
+
+
+class TestTheLibraryNeverScoresNaN:
+    """``Reward.score()``, ``score_many``, ``score_columns`` and ``rewardpipe.testing.score()`` returned a NaN, an
+    infinite or a 1e200 aggregate (a component returning NaN, infinity or an absurd number, weights whose sum
+    overflows) with ``error=None``: records, the TRL adapter and ``check_reward`` caught it later, but a user
+    scoring in their own training loop got a NaN reward, and with it a NaN advantage for every rollout of its
+    group. The library's score is now the error the record says (``rewardpipe.models.checked_score``); the
+    adapters' answers keep their kinds."""
+
+    @staticmethod
+    def _record_error(score):
+        from rewardpipe.models import checked_score
+
+        return checked_score(score.components, score.weights, score.aggregate, score.error)[2]
+
+    @pytest.mark.parametrize(("bad", "weight", "kind", "_answer"), _NOT_SCORES)
+    def test_every_way_of_scoring_returns_the_records_error(self, bad, weight, kind, _answer):
+        import warnings
+
+        from rewardpipe import testing
+        from rewardpipe.rewards.base import ScoringInput
+
+        reward = _shaky_reward(bad, weight)
+        messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "#### 1"}]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scores = [
+                reward.score(messages),
+                testing.score(reward, messages=messages),
+                reward.score_many(
+                    [ScoringInput(messages=testing._input(None, messages, None, None, None, None).messages)]
+                )[0],
+            ]
+            columns = reward.score_columns([ScoringInput(completion="#### 1"), ScoringInput(completion="#### 2")])
+        for score in scores:
+            assert score.aggregate is None and score.components["shaky"] is None
+            assert score.error is not None and score.error.kind == kind
+            assert "shaky" in score.error.message
+        assert columns.aggregates[0] is None and columns.errors[0].kind == kind
+        assert columns.values == [[None, 1.0], [None, 0.5]]
+        assert columns.aggregates[1] == 1.0 + weight * 0.5 and columns.errors[1] is None
+
+    def test_an_overflowing_sum_of_finite_components_is_a_non_finite_aggregate(self):
+        from rewardpipe.rewards.base import Component, Reward, ScoringInput
+
+        reward = Reward(
+            "big", (Component("a", 1e308, lambda: 10.0, value_range=(0, 10)), Component("b", 1.0, lambda: 1.0))
+        )
+        score = reward.score([{"role": "assistant", "content": "x"}])
+        assert score.aggregate is None and score.error.kind == "non_finite_aggregate"
+        assert score.components == {"a": 10.0, "b": 1.0}
+        assert reward.score_columns([ScoringInput(completion="x")]).errors[0].kind == "non_finite_aggregate"
+
+    def test_an_async_component_returning_nan_is_an_error_too(self):
+        from rewardpipe.rewards.base import Component, Reward
+
+        async def judge(completion):
+            return math.nan
+
+        reward = Reward("judged", (Component("judge", 1.0, judge),))
+        score = reward.score([{"role": "assistant", "content": "x"}])
+        assert score.aggregate is None and score.error.kind == "component_out_of_range"
+
+    def test_check_reward_still_names_it(self):
+        from rewardpipe.testing import check_reward
+
+        with pytest.raises(AssertionError, match=r"\[out_of_range\] component 'shaky': nan is not a finite number"):
+            check_reward(_shaky_reward(math.nan), [{"completion": "#### 1"}, {"completion": "#### 2"}])
+
+    @pytest.mark.parametrize(("bad", "weight", "_kind", "answer"), _NOT_SCORES)
+    def test_trl_rows_and_nova_answers_keep_their_kinds(self, bad, weight, _kind, answer, tmp_path):
+        from rewardpipe.integrations.trl import RewardPipeMonitor
+        from rewardpipe.single_turn import score_samples
+
+        store = LocalStore(tmp_path)
+        callback = RewardPipeMonitor(reward=_shaky_reward(bad, weight), run_id="run", store=store)
+        _call(callback, ["what is 1?", "what is 2?"])
+        assert not callback.failures
+        records = list(store.iter_records("run"))
+        assert len(records) == 8
+        failed = [r for r in records if r.status == "error"]
+        assert failed and {r.error.kind for r in failed} == {answer}
+        assert all(v is None for r in failed for v in r.components.values())
+        assert all(r.aggregate is not None and math.isfinite(r.aggregate) for r in records if r.status == "scored")
+        sample = {
+            "id": "s",
+            "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "#### 1"}],
+        }
+        out = score_samples([sample], _shaky_reward(bad, weight))[0]
+        flags = {m["name"]: m["value"] for m in out["metrics_list"] if m["type"] == "Metric"}
+        assert flags["reward_error"] == 1 and flags[f"error_{answer}"] == 1 and out["aggregate_reward_score"] == 0.0
