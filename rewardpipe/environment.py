@@ -56,6 +56,10 @@ MAX_TURNS = 100  # assistant turns one episode may take; also the CLI's --max-tu
 #: The most characters of one message an environment's hook adds (an observation) that are kept, by default: a longer
 #: one is cut, with a note saying so (see ``Environment.max_observation_chars``).
 MAX_OBSERVATION_CHARS = 200_000
+#: The most messages one call of an environment's hook (``start``, ``on_policy_turn``, ``respond``) adds that are kept,
+#: by default: the ones past it are dropped, with a note saying so (see ``Environment.max_observation_messages``).
+#: Above the 64 tool calls a policy's reply keeps (``openai_client.MAX_TOOL_CALLS``), each answered by a message.
+MAX_OBSERVATION_MESSAGES = 100
 
 NextAction = Literal["policy", "env", "execute", "score"]
 #: How each next action is written in a stored state (older snapshots call the environment "simulator").
@@ -128,9 +132,10 @@ class EpisodeState(RolloutIdentity):
     """A rollout in progress: its ids, the conversation so far and who acts next. An environment's state
     model subclasses it with its own (JSON-serialisable) fields.
 
-    The ids, ``max_turns``, ``opening_turns`` and ``end_reason`` are the platform's: it fills them in after
-    ``start``. ``opening_turns`` counts the assistant messages the opening holds (a few-shot prompt's examples):
-    they are the task's, not the model's turns."""
+    The ids, ``max_turns``, ``opening_turns``, ``observations_dropped`` and ``end_reason`` are the platform's: it
+    fills them in after ``start``. ``opening_turns`` counts the assistant messages the opening holds (a few-shot
+    prompt's examples): they are the task's, not the model's turns. ``observations_dropped`` counts the messages
+    hooks added past ``max_observation_messages`` in one call, which the platform dropped."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -142,6 +147,7 @@ class EpisodeState(RolloutIdentity):
     messages: list[Message] = Field(default_factory=list)
     max_turns: int = Field(default=DEFAULT_MAX_TURNS, ge=1, le=MAX_TURNS)
     opening_turns: int = Field(default=0, ge=0)
+    observations_dropped: int = Field(default=0, ge=0)
     next_action: NextAction = "policy"
     end_reason: str | None = None
 
@@ -265,7 +271,9 @@ class Environment(Generic[StateT, TaskT]):
     ``hook_timeout_s`` (the most seconds one call of a hook may take; None, the default: no limit),
     ``max_observation_chars`` (the most characters of one message ``start`` opens with or ``on_policy_turn`` or
     ``respond`` adds that are kept: a longer one is cut, with a note in it, and the record's ``env_observations_cut``
-    counts such messages).
+    counts such messages), ``max_observation_messages`` (the most messages one call of those hooks adds that are
+    kept: the ones past it are dropped, a note at the end of the last one kept says so, and the record's
+    ``env_observations_dropped`` counts them).
     """
 
     name: ClassVar[str] = ""
@@ -287,6 +295,9 @@ class Environment(Generic[StateT, TaskT]):
     # (a tool dumping a file, a simulator echoing the model's padding) put them whole into the state, the policy's
     # request, the transcript and the state paused on AWS.
     max_observation_chars: ClassVar[int] = MAX_OBSERVATION_CHARS
+    # ... and so is the number of messages one hook call adds: a respond() appending 20,000 messages of 1,000
+    # characters each (every one within max_observation_chars) made a 158 MB store for six rollouts.
+    max_observation_messages: ClassVar[int] = MAX_OBSERVATION_MESSAGES
 
     # -- the episode ------------------------------------------------------------------------------------
 
@@ -398,8 +409,12 @@ def check_environment(env: Any) -> Environment:
         raise ValueError(f"{label}: max_turns must be an integer from 1 to {MAX_TURNS}, got {turns!r}")
     if not isinstance(getattr(env, "reward", None), Reward):
         raise ValueError(f"{label}: set the class attribute reward = <a rewardpipe.Reward>")
-    problem = hook_timeout_problem(getattr(env, "hook_timeout_s", None)) or observation_limit_problem(
-        getattr(env, "max_observation_chars", MAX_OBSERVATION_CHARS)
+    problem = (
+        hook_timeout_problem(getattr(env, "hook_timeout_s", None))
+        or observation_limit_problem(getattr(env, "max_observation_chars", MAX_OBSERVATION_CHARS))
+        or observation_limit_problem(
+            getattr(env, "max_observation_messages", MAX_OBSERVATION_MESSAGES), "max_observation_messages"
+        )
     )
     if problem:
         raise ValueError(f"{label}: {problem}")
@@ -436,8 +451,9 @@ def hook_timeout_problem(timeout_s: Any) -> str | None:
     return limit_problem(timeout_s, "hook_timeout_s")
 
 
-def observation_limit_problem(limit: Any) -> str | None:
-    """What is wrong with an environment's ``max_observation_chars`` (None when it is a count of 1 or more)."""
+def observation_limit_problem(limit: Any, name: str = "max_observation_chars") -> str | None:
+    """What is wrong with an environment's ``max_observation_chars`` (or ``name``: ``max_observation_messages``),
+    None when it is a count of 1 or more."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        return f"max_observation_chars must be an integer of 1 or more, got {limit!r}"
+        return f"{name} must be an integer of 1 or more, got {limit!r}"
     return None

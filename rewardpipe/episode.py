@@ -29,6 +29,7 @@ from rewardpipe.environment import (
     AFTER_POLICY_TURN,
     DEFAULT_MAX_TURNS,
     MAX_OBSERVATION_CHARS,
+    MAX_OBSERVATION_MESSAGES,
     MAX_TURNS,
     ChatFn,
     ContextLimitReached,
@@ -229,7 +230,7 @@ def start_episode(
     state = _text_end_reason(state, env, "start")
     # The opening messages are the environment's too (a task's prompt built from a file, a tool's first dump):
     # cut to the same bound as every later observation, with the same note, counted the same way.
-    state = _bounded_observations(state, 0, env, "start")
+    state = _bounded_observations(state, 0, env, "start", 0)
     return state.evolve(
         run_id=run_id,
         step=step,
@@ -274,28 +275,43 @@ def _checked_messages(new: EpisodeState, before: EpisodeState, env: Environment,
 
 #: How a message cut to the environment's ``max_observation_chars`` ends (the record counts such messages).
 OBSERVATION_CUT = "[rewardpipe cut this message: "
-_CUT_NOTE_CHARS = 200  # the note is at most this long: where episode_metrics looks for it
+#: How the last message kept of a hook call that added more than ``max_observation_messages`` ends.
+OBSERVATIONS_DROPPED = "[rewardpipe dropped the "
+_CUT_NOTE_CHARS = 400  # the notes are at most this long: where episode_metrics looks for them
 
 
-def _bounded_observations(new: EpisodeState, added_from: int, env: Environment, hook: str) -> EpisodeState:
-    """``new`` with every message its hook added (from ``added_from`` on; ``start``'s opening messages from 0) cut to
-    the environment's ``max_observation_chars``, a note at the end of each cut one naming the hook and the length it
-    gave."""
+def _bounded_observations(
+    new: EpisodeState, added_from: int, env: Environment, hook: str, dropped_before: int
+) -> EpisodeState:
+    """``new`` with the messages its hook added (from ``added_from`` on; ``start``'s opening messages from 0) bounded:
+    the first ``max_observation_messages`` kept (the rest dropped, counted in ``observations_dropped`` on top of
+    ``dropped_before``, and a note at the end of the last one kept saying how many), each cut to the environment's
+    ``max_observation_chars``, a note at the end of each cut one naming the hook and the length it gave."""
     limit = getattr(env, "max_observation_chars", MAX_OBSERVATION_CHARS)
-    problem = observation_limit_problem(limit)
+    most = getattr(env, "max_observation_messages", MAX_OBSERVATION_MESSAGES)
+    problem = observation_limit_problem(limit) or observation_limit_problem(most, "max_observation_messages")
     if problem:  # an environment used without check_environment: its rollouts say why
         raise EpisodeError(f"environment '{env.name}': {problem}")
     messages = new.messages
-    if all(len(message.content) <= limit for message in messages[added_from:]):
-        return new
+    added = len(messages) - added_from
+    if added <= most and all(len(message.content) <= limit for message in messages[added_from:]):
+        return new if new.observations_dropped == dropped_before else new.evolve(observations_dropped=dropped_before)
     kept = list(messages[:added_from])
-    for message in messages[added_from:]:
+    for message in messages[added_from : added_from + most]:
         content = message.content
         if len(content) > limit:
             note = _cut_note(hook, len(content), limit)
             message = message.model_copy(update={"content": f"{content[:limit]}\n{note}"})
         kept.append(message)
-    return new.evolve(messages=kept)
+    dropped = max(added - most, 0)
+    if dropped:
+        last = kept[-1]
+        note = (
+            f"{OBSERVATIONS_DROPPED}{dropped:,} messages {hook}() added past this one; "
+            f"max_observation_messages is {most:,}]"
+        )
+        kept[-1] = last.model_copy(update={"content": f"{last.content}\n{note}"})
+    return new.evolve(messages=kept, observations_dropped=dropped_before + dropped)
 
 
 def _cut_note(hook: str, given: int, limit: int) -> str:
@@ -306,7 +322,10 @@ def _cut_note(hook: str, given: int, limit: int) -> str:
 _GROUPED = r"[0-9]{1,3}(?:,[0-9]{3}){0,9}"
 _CUT_NOTE = re.compile(
     rf"\n{re.escape(OBSERVATION_CUT)}[a-z_]{{1,40}}\(\) gave {_GROUPED} characters; max_observation_chars is "
-    rf"({_GROUPED})\]\Z"
+    rf"({_GROUPED})\]"
+    # the last message kept of a hook call that added too many ends with the note of those dropped after it
+    rf"(?:\n{re.escape(OBSERVATIONS_DROPPED)}{_GROUPED} messages [a-z_]{{1,40}}\(\) added past this one; "
+    rf"max_observation_messages is {_GROUPED}\])?\Z"
 )
 
 
@@ -363,7 +382,12 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], bef
         )
     new = _text_end_reason(new, env, hook)
     _checked_messages(new, before, env, hook)
-    new = _bounded_observations(new, len(before.messages), env, hook)
+    if new.observations_dropped != before.observations_dropped:
+        raise EpisodeError(
+            f"environment '{env.name}': {hook}() changed observations_dropped ({before.observations_dropped!r} -> "
+            f"{new.observations_dropped!r}); it is the platform's (messages it dropped past max_observation_messages)"
+        )
+    new = _bounded_observations(new, len(before.messages), env, hook, before.observations_dropped)
     if _ids(new) != _ids(before):
         # The ids file the record and the transcript: a hook that renamed its rollout (state.evolve(rollout_id=
         # ...), or a state built anew) overwrote another rollout's record, under a task that may not exist.
@@ -497,7 +521,7 @@ def build_record(
 
 
 #: What a finished episode's record says of it beside the environment's own metrics: never replaced by them.
-PLATFORM_EPISODE_METRICS = ("end_reason", "env_metrics_error", "env_observations_cut")
+PLATFORM_EPISODE_METRICS = ("end_reason", "env_metrics_error", "env_observations_cut", "env_observations_dropped")
 
 
 def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[str, Any]:
@@ -507,6 +531,8 @@ def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[st
     cut = observations_cut(state, limit if observation_limit_problem(limit) is None else None)
     if cut:  # messages an environment's hook added cut to its max_observation_chars (each ends with a note)
         metrics["env_observations_cut"] = cut
+    if state.observations_dropped:  # messages hooks added past max_observation_messages in one call, dropped
+        metrics["env_observations_dropped"] = state.observations_dropped
     try:
         extra = call_hook(env, "metrics", state, task)
     except Exception as exc:  # noqa: BLE001 - extra evidence, never a reason to lose the score

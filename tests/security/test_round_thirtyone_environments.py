@@ -645,3 +645,94 @@ def test_a_component_returning_an_integer_no_float_holds_is_named_as_such():
     result = score(Reward("huge", [counts]), completion="x")
     assert result.error.kind == "component_raised" and result.aggregate is None
     assert "too large for a float" in result.error.message and "not a number" not in result.error.message
+
+
+# -- E9: the messages one hook call adds are bounded, as each message's characters are ---------------------------
+
+
+class Floods(Count):
+    """Each respond() appends ``copies`` user messages of 1,000 characters (each within max_observation_chars)."""
+
+    copies = 20_000
+
+    def respond(self, state, task, ctx):
+        state = super().respond(state, task, ctx)
+        return state.append(*[{"role": "user", "content": "y" * 1_000}] * self.copies)
+
+
+def _watching_policy(seen):
+    """The wrong guesses of Count's ``wrong`` scenario, noting how many messages each turn was shown."""
+
+    def play(state, task):
+        seen.append(len(state.messages))
+        return ["0", "1", "2", "4"][state.assistant_turns]
+
+    return ScriptedPolicy(play)
+
+
+def test_a_hook_appending_thousands_of_messages_keeps_max_observation_messages_of_them():
+    from rewardpipe.environment import MAX_OBSERVATION_MESSAGES
+    from rewardpipe.episode import OBSERVATIONS_DROPPED
+
+    env = Floods()
+    assert env.max_observation_messages == MAX_OBSERVATION_MESSAGES == 100
+    seen: list[int] = []
+    records = _run(env, _watching_policy(seen), threads=1)
+    assert records and all(record.status == "scored" for record in records)
+    # the prompt, then each turn: the guess and the 100 messages respond() may add (its own word among them)
+    assert max(seen) <= 1 + 3 * (1 + MAX_OBSERVATION_MESSAGES)
+    for record in records:  # four wrong guesses, three replies of 20,001 messages each
+        assert record.metrics["env_observations_dropped"] == 3 * (20_001 - MAX_OBSERVATION_MESSAGES)
+        assert "env_observations_cut" not in record.metrics
+    assert OBSERVATIONS_DROPPED == "[rewardpipe dropped the "
+
+
+def test_the_note_says_how_many_were_dropped_and_the_cut_count_still_holds():
+    from rewardpipe.episode import apply_env_turn, observations_cut, start_episode
+
+    class Small(Floods):
+        copies = 5
+        max_observation_messages = 3
+        max_observation_chars = 500
+
+    env = Small()
+    task = TASKS[0]
+    state = start_episode(task, env=env, run_id="r", step=0, group_id="g", rollout_id="x")
+    state = state.append({"role": "assistant", "content": "0"}).evolve(guesses=[0], next_action="env")
+    after = apply_env_turn(state, task, env)
+    added = after.messages[len(state.messages) :]
+    assert [m.content[:6] for m in added] == ["higher", "y" * 6, "y" * 6]
+    assert added[-1].content.endswith(
+        "\n[rewardpipe dropped the 3 messages respond() added past this one; max_observation_messages is 3]"
+    )
+    assert after.observations_dropped == 3
+    assert observations_cut(after, 500) == 2  # the two kept 1,000-character messages, the last with both notes
+
+
+def test_observations_dropped_is_the_platforms():
+    class Forges(Count):
+        def respond(self, state, task, ctx):
+            return super().respond(state, task, ctx).evolve(observations_dropped=5)
+
+    class Resets(Floods):
+        copies = 200
+
+        def on_policy_turn(self, state, task, text):
+            return super().on_policy_turn(state, task, text).evolve(observations_dropped=0)
+
+    for env in (Forges(), Resets()):
+        records = _run(env, _watching_policy([]))
+        failed = [r for r in records if r.status == "error"]
+        assert failed and all(r.error.kind == "simulator_error" for r in failed)
+        assert all("observations_dropped" in r.error.message for r in failed)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "100"])
+def test_a_bad_max_observation_messages_is_named(bad):
+    from rewardpipe.environment import check_environment
+
+    class Bad(Count):
+        max_observation_messages = bad
+
+    with pytest.raises(ValueError, match="max_observation_messages must be an integer of 1 or more"):
+        check_environment(Bad())
