@@ -233,3 +233,38 @@ class TestTheLibraryNeverScoresNaN:
         out = score_samples([sample], _shaky_reward(bad, weight))[0]
         flags = {m["name"]: m["value"] for m in out["metrics_list"] if m["type"] == "Metric"}
         assert flags["reward_error"] == 1 and flags[f"error_{answer}"] == 1 and out["aggregate_reward_score"] == 0.0
+
+
+class TestNovaReplyCutByMaxTokens:
+    """The local policy takes a reply with ``content: null`` and ``finish_reason: "length"`` (a reasoning model still
+    thinking when max_tokens ran out) as the model's empty turn, played and scored (round thirty-one). The same
+    reply from Nova's generate queue resumes its rollout with the same empty turn: never an error, never dropped.
+    (Checked, and it held before: pinned here so the two paths keep agreeing.)"""
+
+    def test_the_router_resumes_the_turn_with_the_same_empty_text_as_the_local_policy(self):
+        import json
+
+        from rewardpipe.aws.rollout import trainer_text
+        from rewardpipe.episode import apply_policy_turn, start_episode
+        from tests.integrations.nova.test_nova_contract import _bridge
+        from tests.security.test_round_thirtyone_environments import TASKS, THOUGHT_TOO_LONG, Count, _endpoint_policy
+
+        bridge, _ = _bridge()
+        step = bridge._step_path("s-000_0_0")
+        bridge.store.put_json(
+            step, {"task_token": "tok", "sample_id": "s-000_0", "step_id": "s-000_0_0", "used": False}
+        )
+        response = {"version": "v0", "sample_id": "s-000_0", "step_id": "s-000_0_0", "data": THOUGHT_TOO_LONG}
+        assert bridge.route_response(json.dumps(response))["status"] == "delivered"
+        (sent,) = bridge.sfn.successes
+        output = json.loads(sent["output"])
+        assert output == {"text": "", "finish_reason": "length"}
+
+        env, task = Count(), TASKS[0]
+        state = start_episode(task, env=env, run_id="r", step=0, group_id="g", rollout_id="x")
+        local = _endpoint_policy(THOUGHT_TOO_LONG).next_turn(state, task)
+        nova = trainer_text(output, "reply-0.json", None)
+        assert nova == local == ""
+        after = apply_policy_turn(state, nova, env, task)  # the model's turn, empty: the episode goes on
+        assert after.messages[-1].role == "assistant" and after.messages[-1].content == ""
+        assert after.assistant_turns == 1 and after.next_action == "env"
