@@ -18,6 +18,7 @@ import decimal
 import enum
 import fractions
 import functools
+import itertools
 import json
 import keyword
 import math
@@ -433,11 +434,15 @@ _FRACTION_DENOMINATOR = fractions.Fraction.denominator.fget  # type: ignore[attr
 # only, within bounds (a container beyond them stays a copy, as before).
 MAX_LINKS = 64  # linked containers per job
 MAX_LINKED_VALUES = 2_000  # values of all of them together, compared at every request (both sides)
+# A string, bytes or wide int counts as one value per this many characters (bytes, hex digits) besides itself: what a
+# change sends and both sides encode again (a kept 4 MiB bytearray counted one value, and every request of a job that
+# kept one took a base64 of it on both sides: a right answer calling its code a few hundred times timed out).
+LINKED_CHARS_PER_VALUE = 64
 
 
 class Links:
     """The containers of this side linked to their copies on the other (see above): link -> [object, its tree when
-    the sides last agreed]."""
+    the sides last agreed, its snapshot (see :func:`_snapshot`), its weight in values]."""
 
     def __init__(self):
         self.entries: dict[int, list] = {}
@@ -451,34 +456,38 @@ class Links:
             return False
         if len(self.entries) >= MAX_LINKS:
             return False
-        nodes: list = []
         try:
-            tree = encode(value, nodes=nodes)
+            tree, shot, weight = _read_linked(value)
         except (Unencodable, RecursionError, ValueError, RuntimeError):  # (changed while read: a thread)
             return False
-        if self.values + len(nodes) > MAX_LINKED_VALUES:
+        if self.values + weight > MAX_LINKED_VALUES:
             return False
-        self.values += len(nodes)
-        self.entries[link] = [value, tree]
+        self.values += weight
+        self.entries[link] = [value, tree, shot, weight]
         self.ids.add(id(value))
         return True
 
     def changed(self) -> list:
         """``[[link, tree], ...]`` of the containers changed since the sides last agreed (a container grown past the
-        bounds, or holding what cannot cross, is no longer linked)."""
+        bounds, or holding what cannot cross, is no longer linked). One whose every container still holds the very
+        objects it held (:func:`_unchanged`) is not encoded again: a request costs a shallow look at each."""
         found, total = [], 0
         for link, entry in list(self.entries.items()):
-            nodes: list = []
-            try:
-                tree = encode(entry[0], nodes=nodes)
-            except (Unencodable, RecursionError, ValueError, RuntimeError):  # (changed while read: a thread)
-                tree = None
-            total += len(nodes)
+            tree = None
+            if _unchanged(entry[2]):
+                tree = entry[1]
+            else:
+                try:
+                    tree, entry[2], entry[3] = _read_linked(entry[0])
+                except (Unencodable, RecursionError, ValueError, RuntimeError):  # (changed while read: a thread)
+                    tree = None
+            total += entry[3]
             if tree is None or total > MAX_LINKED_VALUES:
                 del self.entries[link]
                 self.ids.discard(id(entry[0]))
+                total -= entry[3]
                 continue
-            if tree != entry[1]:
+            if tree is not entry[1] and encode_json(tree) != encode_json(entry[1]):  # (1 == 1.0 == True: as sent)
                 entry[1] = tree
                 found.append([link, tree])
         self.values = total
@@ -491,7 +500,116 @@ class Links:
             entry = self.entries.get(link) if type(link) is int else None
             if entry is not None:
                 mirror_into(entry[0], decode(tree))
-                entry[1] = encode(entry[0])  # (as this side reads it: a set rebuilt may iterate in another order)
+                # (as this side reads it: a set rebuilt may iterate in another order)
+                entry[1], entry[2], entry[3] = _read_linked(entry[0])
+
+
+def _read_linked(value) -> tuple:
+    """The tree of the linked container ``value``, its snapshot and its weight in values."""
+    nodes: list = []
+    tree = encode(value, nodes=nodes)
+    weight = len(nodes)
+    for item in nodes:
+        kind = type(item)
+        if kind is int:
+            weight += item.bit_length() // (4 * LINKED_CHARS_PER_VALUE)  # (hex digits)
+            continue
+        for base in (str, bytes, bytearray):  # (by the base's length, as encode reads a subclass)
+            if issubclass(kind, base):
+                weight += base.__len__(item) // LINKED_CHARS_PER_VALUE
+                break
+    return tree, _snapshot(nodes), weight
+
+
+# Values whose tree is what it was while they are the same object: their parts are fixed (a tuple's own containers are
+# in the snapshot on their own). By exact type; a subclass of one of these is read by its base's methods as encode
+# reads it (``_STILL_BASES``).
+_STILL = frozenset(
+    {
+        type(None),
+        bool,
+        int,
+        float,
+        str,
+        bytes,
+        complex,
+        tuple,
+        frozenset,
+        range,
+        slice,
+        decimal.Decimal,
+        fractions.Fraction,
+        datetime.date,
+        datetime.timedelta,
+        datetime.timezone,
+        type(Ellipsis),
+        type(NotImplemented),
+        type,
+        types.BuiltinFunctionType,
+    }
+)
+_STILL_BASES = (int, float, str, bytes, complex, tuple, frozenset, decimal.Decimal, fractions.Fraction)
+_VOLATILE = object()
+
+
+def _state(item):
+    """What of the object ``item`` its tree reads beyond its parts' own trees: a container's parts (the very objects,
+    in its order), a buffer's bytes; None for a value that cannot change, _VOLATILE for one that may change unseen
+    (a dict view of a dict elsewhere, a datetime of a time zone class of its own)."""
+    kind = type(item)
+    if kind in _STILL:
+        return None
+    if issubclass(kind, list):
+        return tuple(list.__iter__(item))
+    if issubclass(kind, dict):
+        pairs = collections.OrderedDict.items(item) if issubclass(kind, collections.OrderedDict) else dict.items(item)
+        flat = tuple(itertools.chain.from_iterable(pairs))
+        return (item.default_factory, *flat) if issubclass(kind, collections.defaultdict) else flat
+    if issubclass(kind, set):
+        return tuple(set.__iter__(item))
+    if issubclass(kind, collections.deque):
+        return tuple(collections.deque.__iter__(item))
+    if issubclass(kind, bytearray):
+        return bytes(bytearray.__getitem__(item, _WHOLE))
+    if kind is array.array:
+        return item.tobytes()
+    if kind in (datetime.datetime, datetime.time):
+        zone = item.tzinfo
+        return None if zone is None or type(zone) is datetime.timezone or _zone_key(zone) is not None else _VOLATILE
+    return None if issubclass(kind, _STILL_BASES) else _VOLATILE
+
+
+def _snapshot(nodes: list) -> list | None:
+    """``[(object, its state), ...]`` of the values of a linked container (``nodes``, as encode visited them) that
+    can change (:func:`_state`), or None when one may change unseen: it is read in full at every request."""
+    shot = []
+    seen: set[int] = set()
+    for item in nodes:
+        if type(item) in _STILL or id(item) in seen:
+            continue
+        seen.add(id(item))
+        state = _state(item)
+        if state is _VOLATILE:
+            return None
+        if state is not None:
+            shot.append((item, state))
+    return shot
+
+
+def _unchanged(shot: list | None) -> bool:
+    """Whether every container of a snapshot still holds the very objects it held (a buffer the same bytes): its tree
+    is the one read then. The parts themselves, in C (``operator.is_``), not by equality: ``1`` replaced by
+    ``True`` is a change."""
+    if shot is None:
+        return False
+    for item, state in shot:
+        now = _state(item)
+        if type(state) is bytes:
+            if now != state:
+                return False
+        elif len(now) != len(state) or not all(map(operator.is_, now, state)):
+            return False
+    return True
 
 
 LINKABLE = frozenset(MIRRORED_TYPES) - {memoryview}  # (a view is of its buffer: nothing the other side holds)

@@ -1,0 +1,109 @@
+"""Round thirty-one, the linked containers attacked (``wire.Links``): what a request costs, what the bounds count, and
+what mirroring keeps of the objects the tests hold.
+
+* **Every request read every linked container again.** Both sides encoded each linked container in full (up to 2,000
+  values) before and after every request to learn whether it changed, and a string, bytes or bytearray counted one
+  value whatever its length: a right answer that kept the caller's 2,000-item list took ten times as long per call
+  (a few thousand calls timed out), and one that kept a 4 MiB bytearray timed out after a few hundred. A container
+  whose parts are the very objects they were is not read again now (a shallow look, in C), and long strings and
+  bytes count toward the bound by their length.
+"""
+
+from __future__ import annotations
+
+import array
+import collections
+
+import pytest
+
+from rewardpipe.execution.runtime import wire
+
+
+def _counting_reads(monkeypatch) -> list:
+    reads: list = []
+    real = wire.encode
+
+    def counting(value, *args, **kwargs):
+        reads.append(value)
+        return real(value, *args, **kwargs)
+
+    monkeypatch.setattr(wire, "encode", counting)
+    return reads
+
+
+def test_an_unchanged_linked_container_is_not_read_again_at_each_request(monkeypatch):
+    links = wire.Links()
+    kept = list(range(1_000))
+    assert links.add(0, kept)
+    reads = _counting_reads(monkeypatch)
+    for _ in range(50):
+        assert links.changed() == []
+    assert reads == []  # (it was read 50 times, 1,000 values each, on each side)
+
+
+CHANGES = {  # a linked container -> what the tests (or the model's code) do to it
+    "appended": ([1, 2], lambda x: x.append(3)),
+    "an int made a bool": ([1, 2], lambda x: x.__setitem__(0, True)),
+    "a float made an int": ([1.0], lambda x: x.__setitem__(0, 1)),
+    "a nested list": ([[1], [2]], lambda x: x[1].append(5)),
+    "a list in a tuple": ([([1],)], lambda x: x[0][0].append(5)),
+    "a dict's value": ({"a": [1]}, lambda x: x.__setitem__("a", [1, 2])),
+    "a dict's nested value": ({"a": [1]}, lambda x: x["a"].append(2)),
+    "a nested bytearray": ([bytearray(b"ab")], lambda x: x[0].__setitem__(0, 0x7A)),
+    "a bytearray": (bytearray(b"ab"), lambda x: x.__setitem__(1, 0x7A)),
+    "an array": (array.array("d", [0.0]), lambda x: x.__setitem__(0, -0.0)),
+    "an OrderedDict moved": (collections.OrderedDict(a=1, b=2), lambda x: x.move_to_end("a")),
+    "a defaultdict's factory": (collections.defaultdict(list), lambda x: setattr(x, "default_factory", set)),
+    "a deque rotated": (collections.deque([1, 2, 3]), lambda x: x.rotate(1)),
+    "a set": ({1, 2}, lambda x: (x.discard(1), x.add(3))),
+    "a Counter": (collections.Counter("aab"), lambda x: x.update("b")),
+    "a dict view's dict": ([{"a": 1}, None], lambda x: x.__setitem__(1, x[0].keys()) or x[0].__setitem__("b", 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHANGES))
+def test_every_change_of_a_linked_container_is_seen(name):
+    value, change = CHANGES[name]
+    links = wire.Links()
+    assert links.add(0, value)
+    assert links.changed() == []
+    change(value)
+    found = links.changed()
+    assert [link for link, _ in found] == [0], name
+    assert found[0][1] == wire.encode(value)
+    if name == "a dict view's dict":  # (a view reads a dict elsewhere: read in full at every request)
+        value[0]["c"] = 3
+        assert [link for link, _ in links.changed()] == [0]
+    else:
+        assert links.changed() == []
+
+
+LONG = {  # a value that counted one -> the same kind, short
+    "bytearray": (bytearray(1 << 20), bytearray(100)),
+    "str": (["x" * (1 << 20)], ["x" * 100]),
+    "bytes": ([b"x" * (1 << 20)], [b"x" * 100]),
+    "wide int": ([1 << (1 << 20)], [1 << 5000]),
+    "a str subclass": ([type("Text", (str,), {})("x" * (1 << 20))], [type("Text", (str,), {})("x")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LONG))
+def test_a_long_string_or_buffer_counts_toward_the_bound_by_its_length(name):
+    # (one value each, they were encoded, base64 and all, at every request on both sides, and sent whole on a change)
+    long, short = LONG[name]
+    assert not wire.Links().add(0, long)
+    assert wire.Links().add(0, short)
+
+
+def test_a_change_to_an_equal_value_of_another_type_reaches_the_other_side():
+    # The sides compared trees by ==, where 1 == 1.0 == True and 0.0 == -0.0: the tests' ``data[0] = True`` never
+    # reached the model's code (a right answer returning it failed ``assertIs(..., True)``), nor the model's change of
+    # the tests' -0.0 to 0.0 the tests.
+    for before, after in ((1, True), (1.0, 1), (-0.0, 0.0), (True, 1)):
+        here, there = wire.Links(), wire.Links()
+        data = [before]
+        assert here.add(0, data) and there.add(0, wire.decode(wire.encode(data)))
+        data[0] = after
+        there.apply(here.changed())
+        copy = there.entries[0][0]
+        assert type(copy[0]) is type(after) and str(copy[0]) == str(after), (before, after)
