@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import array
 import collections
+import textwrap
 
 import pytest
 
+from rewardpipe.execution import ExecutionStatus
 from rewardpipe.execution.runtime import wire
 
 
@@ -107,3 +109,57 @@ def test_a_change_to_an_equal_value_of_another_type_reaches_the_other_side():
         there.apply(here.changed())
         copy = there.entries[0][0]
         assert type(copy[0]) is type(after) and str(copy[0]) == str(after), (before, after)
+
+
+@pytest.fixture(scope="module", params=["full", "lambda"])
+def executor(request):
+    """Every layer where this host allows it, then the Lambda/Fargate mode (no namespaces, Landlock or own uid)."""
+    from rewardpipe.execution.sandbox import make_executor
+    from tests.security.test_round_nine_files import _lambda_like
+
+    executor = make_executor(workers=1) if request.param == "full" else _lambda_like()
+    yield executor
+    executor.close()
+
+
+def _verdict(executor, code: str, body: str, entry_point: str):
+    from rewardpipe.execution import ExecutionJob
+
+    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n" + textwrap.indent(body, " " * 8)
+    job = ExecutionJob(id="links", code=code, tests=tests, entry_point=entry_point, timeout_s=20)
+    return executor.run(job)
+
+
+KEEPS_AND_HANDS_OUT = (
+    "class Stats:\n    def __init__(self, data):\n        self.data = data\n    def items(self):\n"
+    "        return self.data\n    def count(self):\n        return len(self.data)\n"
+    "    def add_to(self, items, x):\n        items.append(x)\n        return len(self.data)\n"
+)
+COPIES = KEEPS_AND_HANDS_OUT.replace("self.data = data", "self.data = list(data)").replace(
+    "return self.data", "return list(self.data)"
+)
+ONE_CONTAINER = {  # tests -> whether they pass for the code that keeps the caller's list and hands it out again
+    "handed out, then changed": ("s = Stats([1, 2])\ns.items().append(3)\nself.assertEqual(s.count(), 2)", False),
+    "handed out as an attribute": ("xs = [1, 2]\ns = Stats(xs)\ns.data.append(3)\nself.assertEqual(xs, [1, 2])", False),
+    "handed out: the caller's own": ("xs = [1, 2]\ns = Stats(xs)\nself.assertIs(s.items(), xs)", True),
+    "the attribute: the caller's own": ("xs = [1, 2]\ns = Stats(xs)\nself.assertIs(s.data, xs)", True),
+    "passed again": (
+        "xs = [1]\ns = Stats(xs)\nself.assertEqual(s.add_to(xs, 2), 2)\nself.assertEqual(xs, [1, 2])",
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_CONTAINER))
+def test_a_linked_container_crossing_again_is_the_one_container(executor, name):
+    # A linked container the model's code handed back (``return self.data``, the caller's list it kept) crossed as a
+    # new copy, so the tests' change of it reached nothing: the wrong answer that hands out the caller's list passed
+    # "does not alias" tests; and one the tests passed again arrived as a copy beside the kept one (a right answer's
+    # ``add_to(xs, 2)`` changed the copy). Each crosses as the other side's own linked container now.
+    body, passes = ONE_CONTAINER[name]
+    result = _verdict(executor, KEEPS_AND_HANDS_OUT, body, "Stats")
+    expected = ExecutionStatus.PASSED if passes else ExecutionStatus.FAILED
+    assert result.status is expected, (result.status, result.reason)
+    if not passes:
+        right = _verdict(executor, COPIES, body, "Stats")
+        assert right.status is ExecutionStatus.PASSED, right.reason

@@ -235,6 +235,8 @@ class Connection:
             result = wire.decode(reply["ok"], self.proxy, nodes=built, originals=argument_parts)
             for item in built:
                 self._from_model(item)
+            if "rl" in reply and message.get("op") in _LINKING_OPS:
+                result = self.links.resolve(reply["rl"], result)  # (a linked container handed back: the tests' own)
             if arguments is not None and "wb" in reply:
                 self.write_back(arguments, reply["wb"], argument_parts)
                 for part in argument_parts or ():
@@ -538,6 +540,7 @@ class Connection:
         return RemoteError(f"{name}: {message}")
 
 
+_LINKING_OPS = frozenset({"call", "get", "getattr", "getitem"})  # requests whose result may be a linked container
 MAX_KINDS_PER_REPLY = 10_000  # kind descriptions read from one reply (as many as untrusted.MAX_DESCRIBED)
 MAX_EXCEPTION_CHAIN = 3  # causes and contexts rebuilt, each level deep (as untrusted.MAX_EXCEPTION_CHAIN)
 MAX_EXCEPTION_MRO = 32  # names of the model's classes in a raised exception's ancestry looked up
@@ -1264,6 +1267,11 @@ class _Protocol(Remote):
             "args": encoded_args,
             "kwargs": encoded_kwargs,
         }
+        # (a container linked to the model's copy crosses as that copy: ``f(xs)`` of a list its code kept)
+        linked = [[key, conn.links.link_of(value)] for key, value in [*enumerate(args), *kwargs.items()]]
+        linked = [item for item in linked if item[1] is not None]
+        if linked:
+            message["la"] = linked
         return conn.value(message, (args, kwargs), parts)
 
     def __enter__(self):

@@ -677,6 +677,9 @@ class Server:
         elsewhere too (a list of its state, ``self._items``): it has more references than ``fresh``, a new list held
         by the caller as the result is (an argument handed back, ``given``, is the caller's own already)."""
         found = []
+        linked = self.links.link_of(result)
+        if linked is not None and not any(value is result for value in given):
+            reply["rl"] = linked  # (a container linked before, handed back: the tests' own, as in one process)
         kept = type(result) in wire.LINKABLE and sys.getrefcount(result) > sys.getrefcount(fresh)
         kept = kept and not any(value is result for value in given)
         held = [(None, result)] if kept else []
@@ -687,6 +690,22 @@ class Server:
         if found:
             reply["nl"] = found
         return reply
+
+    def _resolve_linked(self, linked, args: list, kwargs: dict, nodes: list, tops: list) -> None:
+        """Put this process's linked copy in place of each argument the tests' side names in ``la`` as one of its
+        linked containers (wire.Links.resolve): ``f(xs)`` of a list its code kept is that list, as in one process."""
+        keys: list = [*range(len(args)), *kwargs]
+        for item in linked if type(linked) is list else ():
+            key, link = item if type(item) is list and len(item) == 2 else (None, None)
+            if type(key) not in (int, str) or key not in keys:
+                continue
+            position = keys.index(key)
+            value = self.links.resolve(link, args[key] if type(key) is int else kwargs[key])
+            if type(key) is int:
+                args[key] = value
+            else:
+                kwargs[key] = value
+            nodes[tops[position]] = value
 
     def handle(self, request: dict) -> dict:
         op = request.get("op")
@@ -706,6 +725,7 @@ class Server:
             for key, value in raw_kwargs:
                 tops.append(len(nodes))
                 kwargs[str(key)] = self._decode(value, nodes)
+            self._resolve_linked(request.get("la"), args, kwargs, nodes, tops)
             given = [*args, *kwargs.values()]
             before = [sys.getrefcount(value) for value in given]
             result = target(*args, **kwargs)

@@ -446,7 +446,7 @@ class Links:
 
     def __init__(self):
         self.entries: dict[int, list] = {}
-        self.ids: set[int] = set()
+        self.ids: dict[int, int] = {}  # id of a linked object -> its link
         self.values = 0
         self.made = 0  # links made so far (the model's side numbers them)
 
@@ -464,8 +464,21 @@ class Links:
             return False
         self.values += weight
         self.entries[link] = [value, tree, shot, weight]
-        self.ids.add(id(value))
+        self.ids[id(value)] = link
         return True
+
+    def link_of(self, value) -> int | None:
+        """The link of ``value`` (this very object) when it is linked, else None."""
+        link = self.ids.get(id(value))
+        entry = self.entries.get(link) if link is not None else None
+        return link if entry is not None and entry[0] is value else None
+
+    def resolve(self, link, copy):
+        """The object linked here under ``link``, for ``copy``, what crossed of the other side's copy of it (a linked
+        container handed back, or passed again): the one container, as in one process (its changes have crossed
+        before, in this request's own changes); ``copy`` itself when there is no such link or it is of another type."""
+        entry = self.entries.get(link) if type(link) is int else None
+        return entry[0] if entry is not None and type(entry[0]) is type(copy) else copy
 
     def changed(self) -> list:
         """``[[link, tree], ...]`` of the containers changed since the sides last agreed (a container grown past the
@@ -484,7 +497,7 @@ class Links:
             total += entry[3]
             if tree is None or total > MAX_LINKED_VALUES:
                 del self.entries[link]
-                self.ids.discard(id(entry[0]))
+                self.ids.pop(id(entry[0]), None)
                 total -= entry[3]
                 continue
             if tree is not entry[1] and encode_json(tree) != encode_json(entry[1]):  # (1 == 1.0 == True: as sent)
