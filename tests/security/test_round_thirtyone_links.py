@@ -163,3 +163,48 @@ def test_a_linked_container_crossing_again_is_the_one_container(executor, name):
     if not passes:
         right = _verdict(executor, COPIES, body, "Stats")
         assert right.status is ExecutionStatus.PASSED, right.reason
+
+
+NESTED = {  # the model's code, tests that hold a part of a container they passed it (as one process shows them)
+    "a kept list appended to": (
+        "class Log:\n    def __init__(self, rows):\n        self.rows = rows\n    def add(self, row):\n"
+        "        self.rows.append(row)\n        return len(self.rows)\n",
+        "inner = [1]\nrows = [inner]\nlog = Log(rows)\nlog.add([2])\nself.assertIs(rows[0], inner)\n"
+        "inner.append(5)\nself.assertEqual(rows, [[1, 5], [2]])\nself.assertEqual(log.add([3]), 3)\n"
+        "self.assertEqual(rows, [[1, 5], [2], [3]])",
+        "Log",
+    ),
+    "an argument changed in place": (
+        "def add(rows, row):\n    rows.append(row)\n",
+        "inner = [1]\nrows = [inner]\nadd(rows, [2])\nself.assertIs(rows[0], inner)",
+        "add",
+    ),
+    "a dict of lists": (
+        "def add(index, key):\n    index[key] = []\n",
+        "words = ['a']\nindex = {'w': words}\nadd(index, 'v')\nself.assertIs(index['w'], words)",
+        "add",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTED))
+def test_mirroring_keeps_the_parts_the_model_did_not_change(executor, name):
+    # A container mirrored (a change the model's code made to a linked container, or to an argument) was made to hold
+    # new copies of all its parts: the tests' ``inner`` was no longer ``rows[0]``, and their later change of it reached
+    # neither ``rows`` nor the model's code; a right answer's failure.
+    code, body, entry_point = NESTED[name]
+    result = _verdict(executor, code, body, entry_point)
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_mirroring_never_makes_two_parts_one():
+    inner = [1]
+    target = [inner, inner]
+    new = [[1], [1]]  # (the other side's are two lists now)
+    wire.mirror_into(target, new)
+    assert target == [[1], [1]] and target[0] is not target[1]
+    shared = [[2]]
+    target, new = [[2], [3]], [shared[0], shared[0]]
+    kept = target[0]
+    wire.mirror_into(target, new)
+    assert target[0] is target[1] and target[0] is not kept  # (the new parts' own sharing, as sent)

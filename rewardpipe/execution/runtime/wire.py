@@ -634,6 +634,8 @@ def mirror_into(target, new) -> None:
     kind = type(target)
     if type(new) is not kind or kind not in MIRRORED_TYPES or kind is memoryview:
         return
+    if kind in _KEEPING_PARTS:
+        new = _keeping_parts(target, new)
     if kind in (list, bytearray) or (kind is array.array and new.typecode == target.typecode):
         target[:] = new
     elif kind is collections.deque:
@@ -642,6 +644,58 @@ def mirror_into(target, new) -> None:
     elif kind is not array.array:  # dict, set, Counter, OrderedDict, defaultdict: in the callee's order
         target.clear()
         target.update(new)  # (an empty Counter's update sets the counts: it adds only to counts it has)
+
+
+# Containers whose parts a mirror keeps when they hold what the new ones do: a list holding the tests' ``inner`` list,
+# mirrored after the model's code appended to it, held a copy of ``inner`` for it (``outer[0] is inner`` no longer
+# held, and the tests' later ``inner.append(5)`` changed nothing the model's code, or ``outer``, held).
+_KEEPING_PARTS = frozenset(
+    {list, collections.deque, dict, collections.Counter, collections.OrderedDict, collections.defaultdict}
+)
+MAX_KEPT_PARTS = 2_000  # parts of a mirrored container compared with its new ones (beyond: copies, as before)
+
+
+def _sent(value) -> str | None:
+    """``value`` as it crosses (compared as sent: 1 is not True), or None when it cannot."""
+    try:
+        return encode_json(encode(value)).decode("utf-8", "surrogatepass")
+    except (Unencodable, RecursionError, ValueError, RuntimeError):
+        return None
+
+
+def _keeping_parts(target, new):
+    """``new``, each of its containers that holds what one of ``target``'s parts holds (as sent) replaced by that part
+    of ``target``'s, in order; ``new`` itself when it shares a container between its parts (which one to keep would
+    part them) or is too large to compare."""
+    dictionary = isinstance(new, dict)
+    parts = list(new.values() if dictionary else new)
+    if len(parts) > MAX_KEPT_PARTS or not any(type(part) in _SHAREABLE for part in parts):
+        return new
+    sent = _sent(new)
+    if sent is None or '{"r":' in sent:
+        return new
+    pool: dict[str, list] = {}
+    seen: set[int] = set()
+    for part in target.values() if dictionary else target:
+        if type(part) in _SHAREABLE and id(part) not in seen:  # (each once: two equal new parts stay two)
+            seen.add(id(part))
+            key = _sent(part)
+            if key is not None:
+                pool.setdefault(key, []).append(part)
+    if not pool:
+        return new
+    for index, part in enumerate(parts):
+        if type(part) in _SHAREABLE:
+            same = pool.get(_sent(part) or "")
+            if same:
+                kept = same.pop(0)
+                if type(kept) is type(part):
+                    parts[index] = kept
+    if dictionary:
+        for key, part in zip(list(new), parts, strict=True):
+            dict.__setitem__(new, key, part)
+        return new
+    return type(new)(parts, new.maxlen) if type(new) is collections.deque else type(new)(parts)
 
 
 def _referable(value) -> bool:
