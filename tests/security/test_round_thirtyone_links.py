@@ -208,3 +208,30 @@ def test_mirroring_never_makes_two_parts_one():
     kept = target[0]
     wire.mirror_into(target, new)
     assert target[0] is target[1] and target[0] is not kept  # (the new parts' own sharing, as sent)
+
+
+class _BrokenZone(__import__("datetime").tzinfo):
+    def utcoffset(self, _when):
+        raise KeyError("the tests' own time zone class fails")
+
+
+def test_a_linked_container_that_cannot_be_read_is_unlinked_never_a_failing_request():
+    # Reading a linked container runs before every request (wire.Links.changed): what a part of it raised there (a time
+    # zone class of the tests' own, a dict changed by a thread) escaped the request, a test error the model's link
+    # caused. It is no longer linked (a copy, as before the links).
+    import datetime
+
+    broken = datetime.datetime(2020, 1, 1, tzinfo=_BrokenZone())
+    links = wire.Links()
+    assert not links.add(0, [broken])
+    kept = [1]
+    assert links.add(1, kept)
+    kept.append(broken)
+    assert links.changed() == []
+    assert links.entries == {} and links.link_of(kept) is None
+    # (nor a mirror into it: its parts compared with the new ones, and read after)
+    broken_list = [[1], broken]
+    assert links.add(2, broken_list) is False
+    target = [[1], [broken]]
+    wire.mirror_into(target, [[1], [2]])
+    assert target == [[1], [2]]
