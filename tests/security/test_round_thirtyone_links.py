@@ -235,3 +235,45 @@ def test_a_linked_container_that_cannot_be_read_is_unlinked_never_a_failing_requ
     target = [[1], [broken]]
     wire.mirror_into(target, [[1], [2]])
     assert target == [[1], [2]]
+
+
+MANY = (
+    "for n in range(100):\n    xs = [n]\n    bag = Bag(xs)\n    xs.append(1)\n"
+    "    self.assertEqual(bag.total(), n + 1, n)\n"
+)
+LAST = "ys = [1]\ncopy = Copy(ys)\nys.append(2)\nself.assertEqual(copy.total(), 1)"
+MANY_CODE = (
+    "class Bag:\n    def __init__(self, items):\n        self.items = items\n    def total(self):\n"
+    "        return sum(self.items)\n"
+    "class Copy(Bag):\n    pass\n"
+)
+
+
+def test_links_the_tests_no_longer_hold_are_given_up(executor):
+    # A link held its container for the rest of the job: a job that made more than 64 objects keeping the caller's list
+    # (one a loop's turn) had none left, and from the 65th on a right answer that keeps it on purpose failed, and a
+    # wrong one (``Copy`` here, which should copy and keeps) passed the tests that check it does not. A container the
+    # tests no longer hold (nor the model's code its copy) is unlinked at the next request, on both sides.
+    right = _verdict(executor, MANY_CODE, MANY, "Bag")
+    assert right.status is ExecutionStatus.PASSED, right.reason
+    quiet = MANY.replace("self.assertEqual(bag.total(), n + 1, n)", "bag.total()")
+    wrong = _verdict(executor, MANY_CODE, quiet + LAST, "Bag")
+    assert wrong.status is ExecutionStatus.FAILED, (wrong.status, wrong.reason)
+    assert "AssertionError: 3 != 1" in wrong.reason, wrong.reason
+
+
+def test_a_link_is_given_up_once_nothing_but_the_table_holds_it():
+    links = wire.Links()
+    held, dropped, volatile = [1], [2], [{"a": 1}.keys()]
+    assert links.add(0, held) and links.add(1, dropped) and links.add(2, volatile)
+    assert links.entries[2][2] is None  # (read in full at every request: no snapshot holds it)
+    assert links.changed() == [] and links.take_gone() == []
+    del volatile
+    dropped.append(3)
+    dropped = None
+    found = links.changed()
+    assert [link for link, _ in found] == [1]  # (its last change goes to the other side first)
+    assert links.take_gone() == [1, 2] and list(links.entries) == [0] and links.take_gone() == []
+    assert links.changed() == [] and list(links.entries) == [0]
+    links.forget([0, 5, "x"])
+    assert links.entries == {} and links.ids == {} and held == [1]

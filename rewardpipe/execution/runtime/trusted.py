@@ -142,6 +142,9 @@ class Connection:
         changed = self.links.changed()  # what the tests did to the containers linked to the model's (wire.Links)
         if changed:
             message = {**message, "sy": changed}
+        gone = self.links.take_gone()  # (the links the tests no longer hold: given up on both sides)
+        if gone:
+            message = {**message, "ul": gone}
         try:
             wire.send_json(self.wfd, message)
             raw = wire.recv_frame(self.rfd, MAX_REPLY_BYTES, skip_oversize=True)
@@ -162,6 +165,8 @@ class Connection:
                 self.links.apply(reply["lk"])
             except (wire.WireError, RecursionError, ValueError, TypeError) as exc:
                 raise RemoteError(f"the model's process sent undecodable changes: {exc}"[:300]) from None
+        if "ul" in reply:  # (after their last changes)
+            self.links.forget(reply["ul"])
         return reply
 
     def link(self, new_links, arguments, result) -> None:

@@ -644,6 +644,8 @@ class Server:
             try:
                 if "sy" in request:
                     self.links.apply(request["sy"])
+                if "ul" in request:  # (after their last changes)
+                    self.links.forget(request["ul"])
                 reply = self.handle(request)
             except BaseException as exc:  # noqa: BLE001 - report, never die on the model's behalf
                 reply = {"exc": describe_exception(exc, handles=self.handles)}
@@ -653,6 +655,9 @@ class Server:
                 changed = []
             if changed:
                 reply["lk"] = changed
+            gone = self.links.take_gone()
+            if gone:
+                reply["ul"] = gone
             kinds = self.handles.kinds()
             if kinds:
                 reply["k"] = kinds

@@ -449,6 +449,7 @@ class Links:
         self.ids: dict[int, int] = {}  # id of a linked object -> its link
         self.values = 0
         self.made = 0  # links made so far (the model's side numbers them)
+        self.gone: list[int] = []  # links given up here since the other side was last told (``ul`` of a message)
 
     def add(self, link, value) -> bool:
         """Link ``value`` (when it may be, and the bounds allow) under ``link``; whether it was."""
@@ -495,13 +496,15 @@ class Links:
                 tree = None
             total += entry[3]
             if tree is None or total > MAX_LINKED_VALUES:
-                del self.entries[link]
-                self.ids.pop(id(entry[0]), None)
+                self._drop(link)
                 total -= entry[3]
                 continue
             if tree is not entry[1] and encode_json(tree) != encode_json(entry[1]):  # (1 == 1.0 == True: as sent)
                 entry[1] = tree
                 found.append([link, tree])
+            if not _held_elsewhere(entry):  # (nothing here reaches it any more: its last change goes, then the link)
+                self._drop(link)
+                total -= entry[3]
         self.values = total
         return found
 
@@ -515,8 +518,34 @@ class Links:
                 try:  # (as this side reads it: a set rebuilt may iterate in another order)
                     entry[1], entry[2], entry[3] = _read_linked(entry[0])
                 except Exception:  # noqa: BLE001 - (as in changed): no longer linked
-                    del self.entries[link]
-                    self.ids.pop(id(entry[0]), None)
+                    self._drop(link)
+
+    def _drop(self, link) -> None:
+        entry = self.entries.pop(link)
+        self.ids.pop(id(entry[0]), None)
+        self.gone.append(link)
+
+    def take_gone(self) -> list[int]:
+        """The links given up here since the last call (to tell the other side, which gives them up too)."""
+        gone, self.gone = self.gone, []
+        return gone
+
+    def forget(self, links) -> None:
+        """Give up the links the other side gave up (its container unreachable there, or past the bounds): their bounds
+        are free again on both sides."""
+        for link in links[:MAX_LINKS] if type(links) is list else ():
+            if type(link) is int and link in self.entries:
+                entry = self.entries.pop(link)
+                self.ids.pop(id(entry[0]), None)
+
+
+def _held_elsewhere(entry: list) -> bool:
+    """Whether anything but the table holds the linked object of ``entry`` (the tests, the model's code): the
+    references counted here are the entry's, its snapshot's (which holds the container itself), this frame's name and
+    the count's argument. A link nothing else holds is given up, so its bounds serve another (a job that made 64
+    objects keeping the caller's list had none left for the 65th)."""
+    value = entry[0]
+    return sys.getrefcount(value) > 3 + (entry[2] is not None)
 
 
 def _read_linked(value) -> tuple:
