@@ -277,3 +277,29 @@ def test_a_link_is_given_up_once_nothing_but_the_table_holds_it():
     assert links.changed() == [] and list(links.entries) == [0]
     links.forget([0, 5, "x"])
     assert links.entries == {} and links.ids == {} and held == [1]
+
+
+STORES = (
+    "class Box:\n    def __init__(self):\n        self.slots = {}\n    def __setitem__(self, key, value):\n"
+    "        self.slots[key] = value\n    def total(self):\n"
+    "        return sum(self.items) + sum(map(sum, self.slots.values()))\n"
+)
+COPYING_STORES = (
+    "class Box:\n    def __init__(self):\n        self.slots = {}\n    def __setitem__(self, key, value):\n"
+    "        self.slots[key] = list(value)\n    def __setattr__(self, name, value):\n"
+    "        object.__setattr__(self, name, list(value) if name == 'items' else value)\n"
+    "    def total(self):\n        return sum(self.items) + sum(map(sum, self.slots.values()))\n"
+)
+STORED = "b = Box()\nxs, ys = [1], [10]\nb.items = xs\nb['k'] = ys\nxs.append(2)\nys.append(20)\nxs.append(3)\n"
+
+
+def test_a_container_stored_in_the_models_object_is_linked(executor):
+    # ``obj.items = xs`` and ``obj[k] = ys`` left the model's object a copy: the tests' later change of the list never
+    # reached it (a right answer that keeps what it is given failed, a wrong one that should copy it passed). The
+    # model's code holds what it stored: it is linked as a kept argument is.
+    keeps = _verdict(executor, STORES, STORED + "self.assertEqual(b.total(), 36)", "Box")
+    assert keeps.status is ExecutionStatus.PASSED, keeps.reason
+    copies = _verdict(executor, COPYING_STORES, STORED + "self.assertEqual(b.total(), 11)", "Box")
+    assert copies.status is ExecutionStatus.PASSED, copies.reason
+    wrong = _verdict(executor, STORES, STORED + "self.assertEqual(b.total(), 11)", "Box")
+    assert wrong.status is ExecutionStatus.FAILED, (wrong.status, wrong.reason)

@@ -1026,8 +1026,19 @@ class Remote:
     # this class's docstring, so a test requiring one (``assertTrue(f.__doc__)``) passed code that had none.
     __doc__ = property(lambda self: self._rp("getattr", name="__doc__"))
 
+    def _rp_store(self, op: str, value, **fields):
+        """``op`` (setattr, setitem) storing ``value`` in the model's object: a container its code then holds is linked
+        to the tests' (wire.Links), one linked before crosses as the model's copy, as a call's arguments do."""
+        conn = object.__getattribute__(self, "_rp_conn")
+        message = {"op": op, "h": object.__getattribute__(self, "_rp_handle"), **fields}
+        message["value"] = _encode_argument(conn, value)
+        linked = conn.links.link_of(value)
+        if linked is not None:
+            message["la"] = [[0, linked]]
+        return conn.value(message, ((value,), {}))
+
     def __setattr__(self, name, value):
-        self._rp("setattr", name=name, value=_encode_argument(self._rp_connection(), value))
+        self._rp_store("setattr", value, name=name)
 
     def __delattr__(self, name):
         self._rp("delattr", name=name)
@@ -1296,11 +1307,7 @@ class _Protocol(Remote):
         return self._rp("getitem", key=_encode_argument(self._rp_connection(), key))
 
     def __setitem__(self, key, value):
-        self._rp(
-            "setitem",
-            key=_encode_argument(self._rp_connection(), key),
-            value=_encode_argument(self._rp_connection(), value),
-        )
+        self._rp_store("setitem", value, key=_encode_argument(self._rp_connection(), key))
 
     def __delitem__(self, key):
         self._rp("delitem", key=_encode_argument(self._rp_connection(), key))

@@ -712,6 +712,17 @@ class Server:
                 kwargs[key] = value
             nodes[tops[position]] = value
 
+    def _store(self, request: dict, store) -> dict:
+        """``store(value)`` of the request's value (``obj.items = xs``, ``obj[k] = xs``): a container its code then
+        holds is linked (the tests' later ``xs.append(3)`` reaches it, as in one process), one linked before is its own
+        copy (wire.Links), as a call's arguments are."""
+        values = [self._decode(request["value"])]
+        self._resolve_linked(request.get("la"), values, {}, values[:], [0])
+        before = sys.getrefcount(values[0])
+        store(values[0])
+        kept = sys.getrefcount(values[0]) > before
+        return self._linked({"ok": None}, None, [], [(0, values[0])] if kept else [])
+
     def handle(self, request: dict) -> dict:
         op = request.get("op")
         if op == "inprocess":
@@ -770,8 +781,7 @@ class Server:
             fresh = []
             return self._linked({"ok": self._encode(value)}, value, fresh)
         if op == "setattr":
-            setattr(target, str(request["name"]), self._decode(request["value"]))
-            return {"ok": None}
+            return self._store(request, lambda value: setattr(target, str(request["name"]), value))
         if op == "delattr":
             delattr(target, str(request["name"]))
             return {"ok": None}
@@ -786,8 +796,7 @@ class Server:
             fresh = []
             return self._linked({"ok": self._encode(value)}, value, fresh)
         if op == "setitem":
-            target[self._decode(request["key"])] = self._decode(request["value"])
-            return {"ok": None}
+            return self._store(request, lambda value: target.__setitem__(self._decode(request["key"]), value))
         if op == "delitem":
             del target[self._decode(request["key"])]
             return {"ok": None}
