@@ -434,15 +434,15 @@ _FRACTION_DENOMINATOR = fractions.Fraction.denominator.fget  # type: ignore[attr
 # only, within bounds (a container beyond them stays a copy, as before).
 MAX_LINKS = 64  # linked containers per job
 MAX_LINKED_VALUES = 2_000  # values of all of them together, compared at every request (both sides)
-# A string, bytes or wide int counts as one value per this many characters (bytes, hex digits) besides itself: what a
-# change sends and both sides encode again (a kept 4 MiB bytearray counted one value, and every request of a job that
-# kept one took a base64 of it on both sides: a right answer calling its code a few hundred times timed out).
-LINKED_CHARS_PER_VALUE = 64
+# Each this many bytes of a linked container as sent count one value more besides its values: what a change sends and
+# both sides encode again (a kept 4 MiB bytearray counted one value, and every request of a job that kept one took a
+# base64 of it on both sides: a right answer calling its code a few hundred times timed out).
+LINKED_BYTES_PER_VALUE = 64
 
 
 class Links:
     """The containers of this side linked to their copies on the other (see above): link -> [object, its tree when
-    the sides last agreed, its snapshot (see :func:`_snapshot`), its weight in values]."""
+    the sides last agreed, its snapshot (see :func:`_snapshot`), its weight in values, the tree as sent]."""
 
     def __init__(self):
         self.entries: dict[int, list] = {}
@@ -458,13 +458,13 @@ class Links:
         if len(self.entries) >= MAX_LINKS:
             return False
         try:
-            tree, shot, weight = _read_linked(value)
+            entry = [value, *_read_linked(value)]
         except Exception:  # noqa: BLE001 - what cannot cross, changed while read (a thread), a part's own failure
             return False
-        if self.values + weight > MAX_LINKED_VALUES:
+        if self.values + entry[3] > MAX_LINKED_VALUES:
             return False
-        self.values += weight
-        self.entries[link] = [value, tree, shot, weight]
+        self.values += entry[3]
+        self.entries[link] = entry
         self.ids[id(value)] = link
         return True
 
@@ -487,21 +487,21 @@ class Links:
         objects it held (:func:`_unchanged`) is not encoded again: a request costs a shallow look at each."""
         found, total = [], 0
         for link, entry in list(self.entries.items()):
-            tree = None
             try:
-                tree = entry[1] if _unchanged(entry[2]) else None
-                if tree is None:
-                    tree, entry[2], entry[3] = _read_linked(entry[0])
+                read = None if _unchanged(entry[2]) else _read_linked(entry[0])
             except Exception:  # noqa: BLE001 - (as in add): no longer linked, never a request that fails
-                tree = None
+                self._drop(link)
+                continue
+            if read is not None:
+                entry[2], entry[3] = read[1], read[2]
             total += entry[3]
-            if tree is None or total > MAX_LINKED_VALUES:
+            if total > MAX_LINKED_VALUES:
                 self._drop(link)
                 total -= entry[3]
                 continue
-            if tree is not entry[1] and encode_json(tree) != encode_json(entry[1]):  # (1 == 1.0 == True: as sent)
-                entry[1] = tree
-                found.append([link, tree])
+            if read is not None and read[3] != entry[4]:  # (compared as sent: 1 == 1.0 == True)
+                entry[1], entry[4] = read[0], read[3]
+                found.append([link, read[0]])
             if not _held_elsewhere(entry):  # (nothing here reaches it any more: its last change goes, then the link)
                 self._drop(link)
                 total -= entry[3]
@@ -516,7 +516,7 @@ class Links:
             if entry is not None:
                 mirror_into(entry[0], decode(tree))
                 try:  # (as this side reads it: a set rebuilt may iterate in another order)
-                    entry[1], entry[2], entry[3] = _read_linked(entry[0])
+                    entry[1:] = _read_linked(entry[0])
                 except Exception:  # noqa: BLE001 - (as in changed): no longer linked
                     self._drop(link)
 
@@ -549,20 +549,14 @@ def _held_elsewhere(entry: list) -> bool:
 
 
 def _read_linked(value) -> tuple:
-    """The tree of the linked container ``value``, its snapshot and its weight in values."""
+    """The tree of the linked container ``value``, its snapshot, its weight in values (each value it holds, and one
+    more for each LINKED_BYTES_PER_VALUE bytes of it as sent beyond a quarter of that a value: a long string, bytes, a
+    wide int) and the tree as sent."""
     nodes: list = []
     tree = encode(value, nodes=nodes)
-    weight = len(nodes)
-    for item in nodes:
-        kind = type(item)
-        if kind is int:
-            weight += item.bit_length() // (4 * LINKED_CHARS_PER_VALUE)  # (hex digits)
-            continue
-        for base in (str, bytes, bytearray):  # (by the base's length, as encode reads a subclass)
-            if issubclass(kind, base):
-                weight += base.__len__(item) // LINKED_CHARS_PER_VALUE
-                break
-    return tree, _snapshot(nodes), weight
+    sent = encode_json(tree)
+    extra = max(0, len(sent) - LINKED_BYTES_PER_VALUE * len(nodes) // 4) // LINKED_BYTES_PER_VALUE
+    return tree, _snapshot(nodes), len(nodes) + extra, sent
 
 
 # Values whose tree is what it was while they are the same object: their parts are fixed (a tuple's own containers are
@@ -628,8 +622,9 @@ def _snapshot(nodes: list) -> list | None:
     can change (:func:`_state`), or None when one may change unseen: it is read in full at every request."""
     shot = []
     seen: set[int] = set()
-    for item in nodes:
-        if type(item) in _STILL or id(item) in seen:
+    moving = itertools.compress(nodes, map(operator.not_, map(_STILL.__contains__, map(type, nodes))))  # (in C)
+    for item in moving:
+        if id(item) in seen:
             continue
         seen.add(id(item))
         state = _state(item)
@@ -700,7 +695,7 @@ def _keeping_parts(target, new):
     part them) or is too large to compare."""
     dictionary = isinstance(new, dict)
     parts = list(new.values() if dictionary else new)
-    if len(parts) > MAX_KEPT_PARTS or not any(type(part) in _SHAREABLE for part in parts):
+    if len(parts) > MAX_KEPT_PARTS or frozenset(_SHAREABLE).isdisjoint(map(type, parts)):  # (in C)
         return new
     sent = _sent(new)
     if sent is None or '{"r":' in sent:
@@ -820,6 +815,21 @@ def _encode_shared(value, make_handle, _depth: int, nodes: list | None = None, r
     return tree
 
 
+_FLAT_KINDS = frozenset({str, float, type(None), bool})
+_PLAIN_JSON_KINDS = frozenset({int, str, bool, type(None)})  # (what JSON gives that decodes as itself: not NaN)
+_INT_KINDS = frozenset({int, bool})
+
+
+def _flat(items: list) -> bool:
+    """Whether ``items`` are all scalars that cross as themselves (ints within MAX_PLAIN_INT_BITS, by their exact types,
+    never a subclass): looked at in C, so a linked list of them read at a request costs no loop of Python's."""
+    kinds = set(map(type, items))
+    if int not in kinds:
+        return kinds <= _FLAT_KINDS
+    numbers = itertools.compress(items, map(_INT_KINDS.__contains__, map(type, items)))
+    return kinds <= _FLAT_KINDS | _INT_KINDS and max(map(abs, numbers)).bit_length() <= MAX_PLAIN_INT_BITS
+
+
 def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | None):
     if _depth > 200:
         raise NestedTooDeep("value is nested more than 200 levels deep")
@@ -851,7 +861,12 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
     if issubclass(kind, str):
         return _enum_member_tree(value, str.__str__(value)) if issubclass(kind, enum.Enum) else str.__str__(value)
     if issubclass(kind, list):
-        return {"l": [_encode_shared(item, make_handle, depth, nodes, refs) for item in list.__iter__(value)]}
+        items = list.copy(value)
+        if not refs and depth <= 200 and _flat(items):  # (a list of plain scalars, as the loop below makes it, in C)
+            if nodes is not None:
+                nodes.extend(items)
+            return {"l": items}
+        return {"l": [_encode_shared(item, make_handle, depth, nodes, refs) for item in items]}
     if issubclass(kind, tuple):
         items = [_encode_shared(item, make_handle, depth, nodes, refs) for item in tuple.__iter__(value)]
         fields = _namedtuple_fields(kind, len(items))
@@ -1348,6 +1363,10 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             numerator, denominator = (_as_int(_decode(part, None, depth, nodes)) for part in _as_list(body))
             return fractions.Fraction(numerator, denominator)
         if tag == "l":
+            if depth <= 200 and type(body) is list and set(map(type, body)) <= _PLAIN_JSON_KINDS:  # (themselves, in C)
+                if nodes is not None:
+                    nodes.extend(body)
+                return list(body)
             return [_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)]
         if tag == "t":
             return tuple(_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body))
