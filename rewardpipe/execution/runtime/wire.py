@@ -719,7 +719,7 @@ def _keeping_parts(target, new):
                     parts[index] = kept
     if dictionary:
         for key, part in zip(list(new), parts, strict=True):
-            dict.__setitem__(new, key, part)
+            new[key] = part
         return new
     return type(new)(parts, new.maxlen) if type(new) is collections.deque else type(new)(parts)
 
