@@ -322,3 +322,20 @@ def test_a_changed_list_of_plain_values_is_read_and_mirrored_without_a_step_per_
     assert copy == history and len(steps) <= 4, len(steps)
     assert wire.decode(wire.encode([1, [2, 3.5], "x"])) == [1, [2, 3.5], "x"]  # (nested and float: step by step)
     assert wire.encode([1 << 5000]) == {"l": [{"i": format(1 << 5000, "x")}]} and wire.encode([True]) == {"l": [True]}
+
+
+def test_one_container_in_two_arguments_is_one_container(executor):
+    # Each argument of a call crossed in a codec session of its own, so ``f(xs, xs)`` (or ``f(xs, into=xs)``, or a
+    # grid and one of its rows) gave the model's code two lists: a right answer writing through one and reading the
+    # other failed. A call's arguments cross as parts of one value now.
+    code = (
+        "def move(src, dst=None, row=None):\n    src.append(dst is src)\n    if row is not None:\n"
+        "        row.append(9)\n    return len(dst)\n"
+    )
+    body = (
+        "xs = [1]\nself.assertEqual(move(xs, xs), 2)\nself.assertEqual(xs, [1, True])\n"
+        "self.assertEqual(move(xs, dst=xs), 3)\ngrid = [[0], [1]]\nmove([], grid, row=grid[1])\n"
+        "self.assertEqual(grid, [[0], [1, 9]])\nself.assertEqual(move([], [grid[0]], row=grid[0]), 1)"
+    )
+    result = _verdict(executor, code, body, "move")
+    assert result.status is ExecutionStatus.PASSED, result.reason

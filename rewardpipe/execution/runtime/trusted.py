@@ -1275,8 +1275,9 @@ class _Protocol(Remote):
     def __call__(self, *args, **kwargs):
         conn = self._rp_connection()
         parts: list = []  # every part of the arguments, in encoding order: what the reply may refer back to
-        encoded_args = [_encode_argument(conn, item, parts) for item in args]
-        encoded_kwargs = [[key, _encode_argument(conn, value, parts)] for key, value in kwargs.items()]
+        with wire.one_value():  # (one list in two arguments is one list there)
+            encoded_args = [_encode_argument(conn, item, parts) for item in args]
+            encoded_kwargs = [[key, _encode_argument(conn, value, parts)] for key, value in kwargs.items()]
         message = {
             "op": "call",
             "h": object.__getattribute__(self, "_rp_handle"),

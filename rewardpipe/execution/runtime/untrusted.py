@@ -734,13 +734,14 @@ class Server:
             nodes: list = []  # every part of the arguments, in the order the caller encoded them
             tops: list[int] = []  # where each argument itself sits in it
             args = []
-            for item in raw_args:
-                tops.append(len(nodes))
-                args.append(self._decode(item, nodes))
             kwargs = {}
-            for key, value in raw_kwargs:
-                tops.append(len(nodes))
-                kwargs[str(key)] = self._decode(value, nodes)
+            with wire.one_value():  # (as the caller encoded them: one list in two arguments is one list)
+                for item in raw_args:
+                    tops.append(len(nodes))
+                    args.append(self._decode(item, nodes))
+                for key, value in raw_kwargs:
+                    tops.append(len(nodes))
+                    kwargs[str(key)] = self._decode(value, nodes)
             self._resolve_linked(request.get("la"), args, kwargs, nodes, tops)
             given = [*args, *kwargs.values()]
             before = [sys.getrefcount(value) for value in given]

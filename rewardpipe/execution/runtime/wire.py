@@ -13,6 +13,7 @@ import base64
 import builtins
 import cmath
 import collections
+import contextlib
 import datetime
 import decimal
 import enum
@@ -758,9 +759,29 @@ class _Session:
 _SESSIONS = threading.local()  # the session of the encode or decode running on this thread
 
 
+@contextlib.contextmanager
+def one_value():
+    """The top-level encodes (or decodes) run in it are parts of one value, a call's arguments: a container met in
+    two of them crosses once, then as a reference to its first place (``f(xs, xs)`` was two lists in the model's code,
+    so a right answer writing through one and reading the other failed). Both sides take the parts in one order."""
+    outer = getattr(_SESSIONS, "current", None), getattr(_SESSIONS, "joined", False)
+    _SESSIONS.current, _SESSIONS.joined = _Session(), True
+    try:
+        yield
+    finally:
+        _SESSIONS.current, _SESSIONS.joined = outer
+
+
 def _in_session(step, *args):
     """``step(*args)`` in a session of its own: a top-level encode or decode (one may run inside another's callback,
-    a standard callable's parts encoded while its holder is, so the outer session is put back after)."""
+    a standard callable's parts encoded while its holder is, so the outer session is put back after); in
+    :func:`one_value`, in that one's (what runs inside it has its own again)."""
+    if getattr(_SESSIONS, "joined", False):
+        _SESSIONS.joined = False
+        try:
+            return step(*args)
+        finally:
+            _SESSIONS.joined = True
     outer = getattr(_SESSIONS, "current", None)
     _SESSIONS.current = _Session()
     try:
