@@ -147,6 +147,21 @@ def load_nova_settings(raw: Any) -> NovaBridgeSettings:
     return load_context(CONTEXT_KEY, raw, NovaBridgeSettings)
 
 
+def _check_range_mapping(settings: DeploymentSettings, nova: NovaBridgeSettings) -> None:
+    """The ``linear`` mapping of a reward whose weights × ranges overflow a float is refused at synth: the bridge
+    would refuse to start (and, before, answered every rollout with the bottom of Nova's range)."""
+    from rewardpipe.integrations.nova.protocol import check_linear_bounds, weighted_bounds
+    from stacks.config import SettingsError
+
+    if nova.range_mapping != "linear":
+        return
+    components = settings.user_code.reward_components
+    try:
+        check_linear_bounds(weighted_bounds((c["weight"], *c["range"]) for c in components))
+    except ValueError as exc:
+        raise SettingsError(f"{CONTEXT_KEY}.range_mapping: {exc}") from None
+
+
 class NovaBridge(Construct):
     def __init__(
         self,
@@ -162,6 +177,7 @@ class NovaBridge(Construct):
         user_layer: Any = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        _check_range_mapping(settings, nova)
         stack = Stack.of(self).stack_name
         bucket = storage.bucket
         # Bookkeeping objects are tiny and only needed while a rollout is in flight.

@@ -268,3 +268,48 @@ class TestNovaReplyCutByMaxTokens:
         after = apply_policy_turn(state, nova, env, task)  # the model's turn, empty: the episode goes on
         assert after.messages[-1].role == "assistant" and after.messages[-1].content == ""
         assert after.assistant_turns == 1 and after.next_action == "env"
+
+
+class TestNovaLinearMappingNeverOverflows:
+    """When the reward's weights × ranges overflowed a float in the ``linear`` mapping (``reward_bounds`` infinite,
+    or finite bounds whose width is not), every aggregate mapped to the bottom of Nova's range. Such a reward is
+    refused when the bridge is built and at synth, naming the problem; finite bounds map without overflow."""
+
+    def test_a_reward_whose_bounds_overflow_is_refused_when_the_bridge_is_built(self):
+        from rewardpipe.integrations.nova.bridge import Bridge, Queues
+        from rewardpipe.integrations.nova.protocol import BridgeConfig
+
+        reward = _shaky_reward(0.5, 1e10)  # weight 1e10 × range (0, 1e300)
+        queues = Queues("resp.fifo", "gen.fifo")
+        with pytest.raises(ValueError, match=r"reward 'shaky_reward'.*overflow a float.*'clip'"):
+            Bridge(BridgeConfig(), reward, LocalStore("/nonexistent"), None, None, queues)
+        Bridge(BridgeConfig(range_mapping="clip"), reward, None, None, None, queues)  # clip needs no bounds
+
+    def test_and_at_synth(self):
+        from stacks.config import SettingsError
+        from stacks.constructs.nova_bridge import _check_range_mapping
+
+        components = ({"name": "a", "range": [0.0, 1e300], "role": "outcome", "weight": 1e10},)
+        settings = SimpleNamespace(user_code=SimpleNamespace(reward_components=components))
+        with pytest.raises(SettingsError, match=r"rewardpipe_nova.range_mapping: .*overflow a float"):
+            _check_range_mapping(settings, SimpleNamespace(range_mapping="linear"))
+        _check_range_mapping(settings, SimpleNamespace(range_mapping="clip"))
+        fine = ({"name": "a", "range": [0.0, 1.0], "role": "outcome", "weight": 2.0},)
+        linear = SimpleNamespace(range_mapping="linear")
+        _check_range_mapping(SimpleNamespace(user_code=SimpleNamespace(reward_components=fine)), linear)
+
+    @pytest.mark.parametrize(
+        ("aggregate", "bounds", "target", "expected"),
+        [
+            (0.0, (-1e308, 1e308), (0.0, 1.0), 0.5),
+            (1e308, (-1e308, 1e308), (0.0, 1.0), 1.0),
+            (-5e307, (-1e308, 1e308), (0.0, 1.0), 0.25),
+            (0.5, (0.0, 1.0), (-1e308, 1e308), 0.0),
+            (0.75, (0.0, 1.0), (-1e308, 1e308), 5e307),
+            (-0.5, (-0.5, 1.6), (0.0, 1.0), 0.0),
+        ],
+    )
+    def test_finite_bounds_map_without_overflow(self, aggregate, bounds, target, expected):
+        from rewardpipe.integrations.nova.protocol import map_into_range
+
+        assert map_into_range(aggregate, bounds, target, "linear") == pytest.approx(expected)

@@ -46,10 +46,12 @@ from rewardpipe.integrations.nova.protocol import (
     NovaProtocolError,
     RewardRange,
     RolloutRequest,
+    check_linear_bounds,
     generate_request,
     group_of,
     parse,
     request_key,
+    reward_bounds,
     rollout_result,
     task_source,
 )
@@ -129,6 +131,10 @@ class Bridge:
     # The deployed environment's task model: inline task rows are validated with it at intake (issue 20). None:
     # the built-in coding Task.
     task_model: Any = None
+
+    def __post_init__(self) -> None:
+        if self.config.range_mapping == "linear":  # refused here, not answered with the bottom of every range
+            check_linear_bounds(reward_bounds(self.reward), f"reward '{self.reward.name}'")
 
     # -- bookkeeping -------------------------------------------------------------------------------
 

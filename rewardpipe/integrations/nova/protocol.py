@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -274,18 +275,37 @@ def _wire(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def reward_bounds(reward: Reward) -> tuple[float, float]:
-    """The aggregate's own [min, max]: Σ over components of weight × the component's value range."""
-    lo = sum(min(c.weight * c.value_range[0], c.weight * c.value_range[1]) for c in reward.components)
-    hi = sum(max(c.weight * c.value_range[0], c.weight * c.value_range[1]) for c in reward.components)
-    return lo, hi
+    """The aggregate's own [min, max]: Σ over components of weight × the component's value range (either end
+    infinite when that overflows a float: :func:`check_linear_bounds` refuses it for the ``linear`` mapping)."""
+    return weighted_bounds((c.weight, c.value_range[0], c.value_range[1]) for c in reward.components)
+
+
+def weighted_bounds(terms: Iterable[tuple[float, float, float]]) -> tuple[float, float]:
+    """[Σ min(w·lo, w·hi), Σ max(w·lo, w·hi)] over ``(weight, lo, hi)`` terms (a component's weight and range)."""
+    products = [(weight * lo, weight * hi) for weight, lo, hi in terms]
+    return sum(min(pair) for pair in products), sum(max(pair) for pair in products)
+
+
+def check_linear_bounds(bounds: tuple[float, float], what: str = "the reward") -> tuple[float, float]:
+    """``bounds`` when the ``linear`` mapping can use them; ValueError naming the problem when a weight × range (or
+    their sum) overflows a float: every aggregate would map to the bottom of Nova's range."""
+    if not all(math.isfinite(end) for end in bounds):
+        raise ValueError(
+            f"range_mapping 'linear' needs the aggregate's own [min, max], and {what}'s weights × component ranges "
+            f"overflow a float ({list(bounds)}): use smaller weights or ranges, or range_mapping 'clip'"
+        )
+    return bounds
 
 
 def map_into_range(aggregate: float, bounds: tuple[float, float], target: tuple[float, float], mode: str) -> float:
     """``linear``: the reward's [min, max] onto ``target`` (for the blog's reward, [-0.5, 1.6] → e.g. [0, 1]);
-    ``clip``: the raw aggregate clipped into ``target``. Either way the answer lies inside ``target``."""
+    ``clip``: the raw aggregate clipped into ``target``. Either way the answer lies inside ``target``. The linear
+    mapping works on halves, so finite bounds (or a target) whose width overflows a float still map; infinite
+    bounds are refused when the bridge is built (:func:`check_linear_bounds`)."""
     lo, hi = target
     if mode == "linear" and bounds[1] > bounds[0]:
-        value = lo + (aggregate - bounds[0]) / (bounds[1] - bounds[0]) * (hi - lo)
+        fraction = (aggregate / 2 - bounds[0] / 2) / (bounds[1] / 2 - bounds[0] / 2)
+        value = 2 * (lo / 2 + fraction * (hi / 2 - lo / 2))
     else:
         value = aggregate
     return min(hi, max(lo, value))
