@@ -299,14 +299,7 @@ class ChatClient:
         """The reply as ``{"content": text, "tool_calls": list | None}``: a reply to a request sent ``tools=``
         may carry calls and no text. At most MAX_TOOL_CALLS calls are kept (each an object)."""
         response, url = self._post(messages, params)
-        calls = _tool_calls_of(response, url)
-        if calls is None:
-            return {"content": _content_of(response, url), "tool_calls": None}
-        try:
-            content = _content_of(response, url)
-        except EndpointError:  # beside calls the text is often null
-            content = ""
-        return {"content": content, "tool_calls": calls}
+        return choice_message(_first_choice(response), url, response.text)
 
     def _post(self, messages: Sequence[dict[str, Any]], params: dict[str, Any]) -> tuple[httpx.Response, str]:
         body = {"model": self.model, "messages": list(messages), **params}
@@ -347,40 +340,67 @@ class ChatClient:
         return f"ChatClient({self.base_url!r}, model={self.model!r}, key={'set' if self.api_key else 'unset'})"
 
 
-def _content_of(response: httpx.Response, url: str) -> str:
+def _first_choice(response: httpx.Response) -> Any:
+    """``choices[0]`` of a response body (None when the body has none: the readers below say so)."""
     try:
-        content = response.json()["choices"][0]["message"]["content"]
+        return response.json()["choices"][0]
     except (ValueError, KeyError, IndexError, TypeError):
-        raise EndpointError(
-            f"{url} returned a body without choices[0].message.content: {response.text[:300]}"
-        ) from None
+        return None
+
+
+def _content_of(response: httpx.Response, url: str) -> str:
+    return choice_text(_first_choice(response), url, response.text)
+
+
+def choice_text(choice: Any, where: str, body: str = "") -> str:
+    """The text of one choice of a chat completion (``choices[0]``, as an endpoint or Nova's generate response
+    sends it): the OpenAI policy's reading, shared so that the same reply has the same outcome on every path.
+    EndpointError when there is no ``message.content``; ContentFiltered when a filter or a refusal took the text's
+    place; NoTextBeforeLimit when ``max_tokens`` ran out before any text."""
+    try:
+        content = choice["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise EndpointError(f"{where} returned a body without choices[0].message.content: {body[:300]}") from None
     if isinstance(content, list):
         content = "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     if not isinstance(content, str):
-        choice = response.json()["choices"][0]
         refusal = choice["message"].get("refusal") if isinstance(choice.get("message"), dict) else None
         if choice.get("finish_reason") == "content_filter" or isinstance(refusal, str):
             # The reply was filtered (or refused) in place of its text: the conversation decided it.
-            raise ContentFiltered(f"{url} returned no text: the reply was filtered or refused", on_prompt=False)
+            raise ContentFiltered(f"{where} returned no text: the reply was filtered or refused", on_prompt=False)
         if content is None and choice.get("finish_reason") == "length":
-            raise NoTextBeforeLimit(f"{url} returned no text: max_tokens ran out before the model wrote any")
-        raise EndpointError(f"{url} returned non-text content: {type(content).__name__}")
+            raise NoTextBeforeLimit(f"{where} returned no text: max_tokens ran out before the model wrote any")
+        raise EndpointError(f"{where} returned non-text content: {type(content).__name__}")
     return content
 
 
 MAX_TOOL_CALLS = 64  # calls kept from one reply: a model's output is hostile, and each call is answered
 
 
-def _tool_calls_of(response: httpx.Response, url: str) -> list[dict[str, Any]] | None:
+def choice_tool_calls(choice: Any, where: str, body: str = "") -> list[dict[str, Any]] | None:
+    """The tool calls of one choice (None when it has none): at most MAX_TOOL_CALLS, each an object."""
     try:
-        calls = response.json()["choices"][0]["message"].get("tool_calls")
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        raise EndpointError(f"{url} returned a body without choices[0].message: {response.text[:300]}") from None
+        calls = choice["message"].get("tool_calls")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise EndpointError(f"{where} returned a body without choices[0].message: {body[:300]}") from None
     if not calls:
         return None
     if not isinstance(calls, list):
-        raise EndpointError(f"{url} returned tool_calls that are not a list: {type(calls).__name__}")
+        raise EndpointError(f"{where} returned tool_calls that are not a list: {type(calls).__name__}")
     return [call for call in calls[:MAX_TOOL_CALLS] if isinstance(call, dict)] or None
+
+
+def choice_message(choice: Any, where: str, body: str = "") -> dict[str, Any]:
+    """One choice as ``{"content": text, "tool_calls": list | None}`` (:meth:`ChatClient.complete_message`): beside
+    tool calls a missing or null text is an empty one."""
+    calls = choice_tool_calls(choice, where, body)
+    if calls is None:
+        return {"content": choice_text(choice, where, body), "tool_calls": None}
+    try:
+        content = choice_text(choice, where, body)
+    except EndpointError:  # beside calls the text is often null
+        content = ""
+    return {"content": content, "tool_calls": calls}
 
 
 class OwnsChatClient:

@@ -795,9 +795,32 @@ def trainer_text(reply: dict[str, Any], reply_key: str, states: StateStore) -> s
     return text
 
 
+def trainer_turn(reply: dict[str, Any], reply_key: str, states: StateStore) -> Any:
+    """The trainer's turn as the local OpenAI policy plays the same reply: its text (:func:`trainer_text`), an
+    assistant Message when the reply carries ``tool_calls`` (beside ``text``, or in the ``text_key`` object), or
+    None when ``{"filtered": true}`` says a content filter or a refusal took the reply's place (its episode ends
+    as a content_filter stop, scored as it stands)."""
+    from rewardpipe.models import Message
+
+    if reply.get("filtered") is True:
+        return None
+    text = trainer_text(reply, reply_key, states)
+    source = states.get(reply_key) if "text_key" in reply else reply
+    calls = source.get("tool_calls") if isinstance(source, dict) else None
+    if not calls:
+        return text
+    from rewardpipe.openai_client import EndpointError, choice_tool_calls
+
+    try:  # the local policy's reading of a reply's calls: a list, at most MAX_TOOL_CALLS objects kept
+        kept = choice_tool_calls({"message": {"tool_calls": calls}}, "the trainer's reply")
+    except EndpointError as exc:
+        raise PolicyError(str(exc)) from None
+    return Message(role="assistant", content=text, tool_calls=kept) if kept else text
+
+
 def converse_step(event: ConverseRequest, settings: Settings, store: Any = None, policy: Any = None) -> dict[str, Any]:
     """The Converse state: apply the trainer's reply (callback mode), then converse from there."""
-    from rewardpipe.episode import apply_policy_turn
+    from rewardpipe.episode import CONTENT_FILTER, apply_policy_turn, end_without_commit
 
     store = store or open_bucket_store(settings)
     env = settings.environment
@@ -815,12 +838,15 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
         if not applied_here:
             if not awaits_trainer:
                 raise PolicyError(f"a trainer reply arrived, but the episode expects '{snapshot.state.next_action}'")
-            text = trainer_text(event.reply, states.key(f"reply-{snapshot.version}.json"), states)
+            turn = trainer_turn(event.reply, states.key(f"reply-{snapshot.version}.json"), states)
             task = load_task(store, snapshot.task_key, env)
-            try:
-                snapshot.state = apply_policy_turn(snapshot.state, text, env, task)
-            except Exception as exc:  # the environment's on_policy_turn failed
-                raise hook_failed(env, "on_policy_turn", exc) from exc
+            if turn is None:  # filtered in place of the reply: the local policy's content_filter stop
+                snapshot.state = end_without_commit(snapshot.state, CONTENT_FILTER)
+            else:
+                try:
+                    snapshot.state = apply_policy_turn(snapshot.state, turn, env, task)
+                except Exception as exc:  # the environment's on_policy_turn failed
+                    raise hook_failed(env, "on_policy_turn", exc) from exc
             snapshot.applied_reply_at = event.entered
     if task is None:
         task = load_task(store, snapshot.task_key, env)

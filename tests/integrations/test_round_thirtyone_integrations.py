@@ -270,6 +270,220 @@ class TestNovaReplyCutByMaxTokens:
         assert after.assistant_turns == 1 and after.next_action == "env"
 
 
+def _routed(data: dict, step: str = "s-000_0_0", **extra) -> tuple[dict, object]:
+    """Route one generate response for ``step`` (a waiting turn) through the bridge: (the router's result, the fake
+    Step Functions client that saw what it sent)."""
+    import json
+
+    from tests.integrations.nova.test_nova_contract import _bridge
+
+    bridge, _ = _bridge()
+    sample = step.rsplit("_", 1)[0]
+    entry = {"task_token": "tok", "sample_id": sample, "step_id": step, "used": False, **extra}
+    bridge.store.put_json(bridge._step_path(step), entry)
+    response = {"version": "v0", "sample_id": sample, "step_id": step, "data": data}
+    return bridge.route_response(json.dumps(response)), bridge.sfn
+
+
+def _local_turn(reply: dict, tools=None):
+    """What the local OpenAIPolicy makes of the same reply: its turn, or the exception it raises."""
+    from rewardpipe.episode import start_episode
+    from tests.security.test_round_thirtyone_environments import TASKS, Count, _endpoint_policy
+
+    state = start_episode(TASKS[0], env=Count(), run_id="r", step=0, group_id="g", rollout_id="x")
+    try:
+        return _endpoint_policy(reply, tools=tools).next_turn(state, TASKS[0])
+    except Exception as exc:  # noqa: BLE001 - the outcome compared
+        return exc
+
+
+class TestNovaReplyWithoutAMessage:
+    """A generate response whose choice had no ``message`` (or ``message: null``), or that did not parse at all, was
+    logged as malformed and dropped: its rollout waited out its whole budget. It ends the waiting turn at once now,
+    as a policy_error naming what was malformed (the local policy's EndpointError for the same reply)."""
+
+    @pytest.mark.parametrize(
+        "data",
+        [
+            {"choices": [{"message": None, "finish_reason": "stop"}]},
+            {"choices": [{"finish_reason": "stop"}]},
+            {"choices": []},
+            {"choices": [{"message": "hello"}]},
+            None,
+        ],
+    )
+    def test_the_turn_fails_at_once_as_a_policy_error(self, data):
+        from rewardpipe.openai_client import ContentFiltered, EndpointError
+
+        result, sfn = _routed(data)
+        assert result["status"] in ("failed", "malformed") and not sfn.successes
+        (failure,) = sfn.failures
+        assert failure["taskToken"] == "tok" and failure["error"] == "PolicyError"
+        assert "s-000_0_0" in failure["cause"]
+        if data is not None:
+            local = _local_turn(data)
+            assert isinstance(local, EndpointError) and not isinstance(local, ContentFiltered)
+
+    def test_a_repeated_or_unknown_malformed_response_is_still_dropped(self):
+        import json
+
+        from tests.integrations.nova.test_nova_contract import _bridge
+
+        bridge, _ = _bridge()
+        body = {"version": "v0", "sample_id": "s-000_0", "step_id": "s-000_0_0", "data": {"choices": []}}
+        assert bridge.route_response(json.dumps(body))["status"] == "malformed"  # no such waiting turn
+        bridge.store.put_json(
+            bridge._step_path("s-000_0_0"),
+            {"task_token": "tok", "sample_id": "other-000_0", "step_id": "s-000_0_0", "used": False},
+        )
+        assert bridge.route_response(json.dumps(body))["status"] == "malformed"  # not that sample's turn
+        assert bridge.route_response("not json")["status"] == "malformed"
+        assert not bridge.sfn.failures and not bridge.sfn.successes
+
+
+class TestNovaNullContentAsTheLocalPolicy:
+    """Any ``content: null`` reply was an empty, scored turn on the Nova path whatever its finish_reason. Locally
+    ``null`` with ``stop`` is a policy_error, and ``null`` with ``content_filter`` (or a refusal) ends the episode as a
+    content_filter stop, scored as it stands. The Nova path does the same now."""
+
+    def test_null_with_stop_is_a_policy_error_on_both_paths(self):
+        from rewardpipe.openai_client import EndpointError
+
+        data = {"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "stop"}]}
+        result, sfn = _routed(data)
+        assert result["status"] == "failed" and not sfn.successes
+        assert sfn.failures[0]["error"] == "PolicyError"
+        assert isinstance(_local_turn(data), EndpointError)
+
+    @pytest.mark.parametrize(
+        "choice",
+        [
+            {"message": {"role": "assistant", "content": None}, "finish_reason": "content_filter"},
+            {"message": {"role": "assistant", "content": None, "refusal": "I can't help with that."}},
+        ],
+    )
+    def test_a_filtered_or_refused_reply_ends_the_episode_as_a_content_filter_stop(self, choice):
+        import json
+
+        from rewardpipe.aws.rollout import trainer_turn
+        from rewardpipe.episode import CONTENT_FILTER, converse, start_episode
+        from rewardpipe.openai_client import ContentFiltered
+        from tests.security.test_round_thirtyone_environments import TASKS, Count
+
+        result, sfn = _routed({"choices": [choice]})
+        assert result["status"] == "delivered"
+        output = json.loads(sfn.successes[0]["output"])
+        assert output["filtered"] is True and "text" not in output
+        assert trainer_turn(output, "reply-0.json", None) is None
+
+        local = _local_turn({"choices": [choice]})
+        assert isinstance(local, ContentFiltered) and not local.on_prompt
+        from tests.security.test_round_thirtyone_environments import _endpoint_policy
+
+        state = start_episode(TASKS[0], env=Count(), run_id="r", step=0, group_id="g", rollout_id="x")
+        ended = converse(state, TASKS[0], _endpoint_policy({"choices": [choice]}), Count())
+        assert ended.end_reason == CONTENT_FILTER and ended.next_action == "score"
+
+
+def _tool_call(call_id: str, name: str, arguments) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+# A reply to a tool-using environment: a good call, hostile ones (arguments that are no JSON, of the wrong type, a
+# call that is no object, a name that is no tool), beside a null text.
+TOOL_REPLY = {
+    "choices": [
+        {
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    _tool_call("c1", "get_balance", '{"account": "checking"}'),
+                    _tool_call("c2", "transfer", "{not json"),
+                    _tool_call("c3", "transfer", '{"source": "savings", "target": "checking", "amount_cents": "all"}'),
+                    "rm -rf /",
+                    _tool_call("c4", "__import__", '{"name": "os"}'),
+                ],
+            },
+            "finish_reason": "tool_calls",
+        }
+    ]
+}
+
+
+class TestNovaCarriesToolCalls:
+    """Nova's generate response handling read only the text: the ``tool_calls`` of the response's message
+    (``data.choices[0].message``, where an OpenAI-style reply carries them) were dropped, so a tool-using environment
+    never saw the model's calls through Nova. They reach the rollout now, read as the local policy reads them (at most
+    64, each an object), and the environment answers the same calls the same way on both paths."""
+
+    def test_the_same_reply_makes_the_same_turn_and_the_same_tool_answers(self):
+        import json
+
+        from rewardpipe.aws.rollout import trainer_turn
+        from rewardpipe.envs.tool_call import BUNDLED_TASKS, ENVIRONMENT, ToolCallTask
+        from rewardpipe.episode import apply_env_turn, apply_policy_turn, start_episode
+        from rewardpipe.models import load_task_rows
+        from tests.security.test_round_thirtyone_environments import _endpoint_policy
+
+        result, sfn = _routed(TOOL_REPLY)
+        assert result["status"] == "delivered"
+        output = json.loads(sfn.successes[0]["output"])
+        nova = trainer_turn(output, "reply-0.json", None)
+
+        task = load_task_rows(BUNDLED_TASKS, ToolCallTask)[0]
+        state = start_episode(task, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="x")
+        local = _endpoint_policy(TOOL_REPLY, tools=ENVIRONMENT.tool_schemas).next_turn(state, task)
+        assert nova == local and len(nova.tool_calls) == 4  # the call that is no object is dropped on both
+        ends = []
+        for turn in (nova, local):
+            after = apply_env_turn(apply_policy_turn(state, turn, ENVIRONMENT, task), task, ENVIRONMENT)
+            ends.append(after)
+        assert ends[0].messages == ends[1].messages
+        answers = [m for m in ends[0].messages if m.role == "tool"]
+        assert [m.tool_call_id for m in answers] == ["c1", "c2", "c3", "c4"]
+        assert "12000" in answers[0].content and all("12000" not in m.content for m in answers[1:])
+
+    def test_more_calls_than_the_local_policy_keeps_are_cut_the_same_way(self):
+        import json
+
+        from rewardpipe.aws.rollout import trainer_turn
+        from rewardpipe.openai_client import MAX_TOOL_CALLS
+
+        calls = [_tool_call(f"c{n}", "get_balance", '{"account": "checking"}') for n in range(MAX_TOOL_CALLS + 10)]
+        data = {"choices": [{"message": {"content": "Checking.", "tool_calls": calls}, "finish_reason": "tool_calls"}]}
+        _, sfn = _routed(data)
+        nova = trainer_turn(json.loads(sfn.successes[0]["output"]), "reply-0.json", None)
+        assert nova.content == "Checking." and nova.tool_calls == calls[:MAX_TOOL_CALLS]
+        # A trainer's own output with calls that are no list is the trainer's policy_error, as locally.
+        from rewardpipe.aws.rollout import PolicyError
+
+        with pytest.raises(PolicyError, match="tool_calls that are not a list"):
+            trainer_turn({"text": "", "tool_calls": "rm -rf /"}, "reply-0.json", None)
+
+    def test_a_turn_too_large_for_step_functions_keeps_its_calls_in_the_reply_object(self):
+        import json
+
+        from rewardpipe.aws.rollout import trainer_turn
+
+        big = "x" * 300_000
+        data = {"choices": [{"message": {"content": big, "tool_calls": [_tool_call("c1", "get_balance", "{}")]}}]}
+        result, sfn = _routed(data, reply_key="runs/r/state/reply-0.json")
+        assert result["status"] == "delivered"
+        output = json.loads(sfn.successes[0]["output"])
+        assert output == {"text_key": "runs/r/state/reply-0.json"}
+
+        class States:
+            def get(self, key):
+                return stored[key]
+
+        from tests.integrations.nova.test_nova_contract import _bridge  # noqa: F401 - the store the router wrote
+
+        stored = {"runs/r/state/reply-0.json": {"text": big, "tool_calls": [_tool_call("c1", "get_balance", "{}")]}}
+        turn = trainer_turn(output, "runs/r/state/reply-0.json", States())
+        assert turn.content == big and turn.tool_calls[0]["id"] == "c1"
+
+
 class TestNovaLinearMappingNeverOverflows:
     """When the reward's weights × ranges overflowed a float in the ``linear`` mapping (``reward_bounds`` infinite,
     or finite bounds whose width is not), every aggregate mapped to the bottom of Nova's range. Such a reward is

@@ -5,7 +5,7 @@
     Nova ──Invoke(rollout request)──► rollout proxy (rollout_request_arn) ──► [RolloutRequest FIFO] ──► intake
          ──StartExecution(name from the request, policy "callback" on the "nova" turn channel)──► rollout state machine
     rollout ──{task_token, state_key}──► [Nova turn queue] ──► forward_turn ──► [GenerateRequest FIFO] ──► Nova
-    Nova ──generate response──► [GenerateResponse FIFO] ──► route_response ──SendTaskSuccess({"text"})──► rollout
+    Nova ──generate response──► [GenerateResponse FIFO] ──► route_response ──SendTaskSuccess({"text", ...})──► rollout
     rollout ends (EventBridge status change) ──► respond ──rollout response──► [RolloutResponse FIFO] ──► Nova
     every minute: sweep ──► rollouts past their budget: StopExecution + error answer (never a hang), and the
                             age of the oldest unanswered request as a metric (the near-timeout alarm)
@@ -346,42 +346,75 @@ class Bridge:
 
     def route_response(self, body: Any) -> dict[str, Any]:
         """A generate response → resume the execution waiting for that ``step_id``. Unknown, late or repeated
-        responses are dropped (logged), never delivered to the wrong rollout."""
+        responses are dropped (logged), never delivered to the wrong rollout. The reply is read as the local
+        OpenAI policy reads it (GenerateResponse.reply): its text and tool calls, a filtered reply, or none."""
+        from rewardpipe.openai_client import EndpointError
+
         try:
             response = parse(GenerateResponse, body)
         except NovaProtocolError as exc:
-            logger.error("dropping malformed generate response: %s", exc)
-            return {"status": "malformed", "reason": str(exc)}
+            return self._malformed_response(body, exc)
         path = self._step_path(response.step_id)
         entry = self.store.get_json(path, default=None)
         if entry is None or entry.get("used"):
             return {"status": "unknown_step" if entry is None else "duplicate", "step_id": response.step_id}
         try:
-            text, status = response.text, "delivered"
-        except ValueError as exc:  # a content that is no text (a number, an object without "text"): no turn
-            text, status = None, "failed"
-            cause = f"Nova's generate response for step {response.step_id} holds no text: {exc}"
+            reply, status, cause = response.reply(), "delivered", ""
+        except EndpointError as exc:  # no message, a content that is no text: the local policy's policy_error
+            reply, status, cause = None, "failed", str(exc)
+        return self._resume(path, entry, response.step_id, reply, response.stop, cause, status)
+
+    def _malformed_response(self, body: Any, exc: NovaProtocolError) -> dict[str, Any]:
+        """A generate response that does not parse: when it still names a waiting step, that turn ends now as a
+        policy_error naming what was malformed (the local policy's outcome of a malformed reply), where it was
+        dropped and its rollout waited out its whole budget; otherwise it is dropped (logged)."""
+        logger.error("malformed generate response: %s", exc)
+        step = _text_field(body, "step_id")
+        path = self._step_path(step) if step else None
+        entry = self.store.get_json(path, default=None) if path else None
+        if step is None or path is None or entry is None or entry.get("used"):
+            return {"status": "malformed", "reason": str(exc)}
+        if entry.get("sample_id") != _text_field(body, "sample_id"):  # never another rollout's turn
+            return {"status": "malformed", "reason": str(exc)}
+        cause = f"Nova's generate response for step {step} is malformed: {exc}"
+        return {**self._resume(path, entry, step, None, None, cause, "malformed"), "reason": str(exc)}
+
+    def _resume(
+        self,
+        path: str,
+        entry: dict[str, Any],
+        step: str,
+        reply: dict[str, Any] | None,
+        finish_reason: str | None,
+        cause: str,
+        status: str,
+    ) -> dict[str, Any]:
+        """Resume the turn waiting at ``path`` with ``reply`` (GenerateResponse.reply), or end it as a policy_error
+        with ``cause`` when there is none."""
         try:
-            if text is None:
+            if reply is None:
                 # The rollout ends now as a policy_error record (the error the trainer-callback turns send), where
                 # the ValueError failed this message until it was dead-lettered and the rollout waited out its budget.
                 self.sfn.send_task_failure(taskToken=entry["task_token"], error="PolicyError", cause=cause[:32000])
             else:
-                output: dict[str, Any] = {"text": text, "finish_reason": response.stop}
+                output: dict[str, Any] = {**reply, "finish_reason": finish_reason}
+                if output.get("tool_calls") is None:
+                    output.pop("tool_calls", None)
                 if payload_size(output) > PAYLOAD_BUDGET and entry.get("reply_key"):
                     # A turn too large for SendTaskSuccess goes to the turn's reply_key (the workflow reads it there).
-                    output = {"text_key": self.store.put_json(entry["reply_key"], {"text": text})}
+                    stored = {key: output[key] for key in ("text", "tool_calls") if key in output}
+                    output = {"text_key": self.store.put_json(entry["reply_key"], stored)}
                 self.sfn.send_task_success(taskToken=entry["task_token"], output=wire_json(output))
         except Exception as exc:  # the rollout timed out or was stopped meanwhile
             if _error_code(exc) not in STALE_TOKEN_ERRORS:
                 raise  # not marked used: the response comes back from its queue and is delivered then
             self.store.put_json(path, {**entry, "used": True})
-            return {"status": "expired", "step_id": response.step_id}
+            return {"status": "expired", "step_id": step}
         # Marked only now: a delivery that failed (throttled, 5xx) is retried from the queue instead of being
         # taken for a duplicate and dropped. A copy processed meanwhile is refused by Step Functions, which
         # accepts one completion per task token (InvalidToken/TaskTimedOut: "expired" above).
         self.store.put_json(path, {**entry, "used": True})
-        return {"status": status, "step_id": response.step_id}
+        return {"status": status, "step_id": step}
 
     # -- results -----------------------------------------------------------------------------------
 
@@ -710,11 +743,16 @@ def _error_code(exc: BaseException) -> str:
 
 
 def _sample_id_of(body: Any) -> str | None:
+    return _text_field(body, "sample_id")
+
+
+def _text_field(body: Any, name: str) -> str | None:
+    """The non-empty text field ``name`` of a message body (JSON text or an object), None when it has none."""
     try:
         data = json.loads(body) if isinstance(body, (str, bytes)) else body
     except ValueError:
         return None
-    value = data.get("sample_id") if isinstance(data, dict) else None
+    value = data.get(name) if isinstance(data, dict) else None
     return value if isinstance(value, str) and value else None
 
 

@@ -5,7 +5,7 @@ Shapes (Nova Forge docs and the public sample; see docs/aws.md "Nova Forge multi
     rollout request   {"version":"v0","timestamp":...,"sample_id","max_length","rewards":{"range":[lo,hi]},"data":{...}}
     generate request  {"version":"v0","sample_id","step_id":"<sample_id>_<turn>","messages":[...]}
     generate response {"version":"v0","sample_id","step_id",
-                       "data":{"choices":[{"message":{"content"},"finish_reason"}]},...}
+                       "data":{"choices":[{"message":{"content","tool_calls"?},"finish_reason"}]},...}
     rollout response  {"version":"v0","sample_id","stop_reason","rewards":{"aggregate_score":...}}
     report envelope   {"id","aggregate_reward_score","metrics_list":[{"name","value","type"}]}
 
@@ -108,7 +108,8 @@ class _ChoiceMessage(DeferredModel):
 class _Choice(DeferredModel):
     model_config = ConfigDict(extra="allow")
 
-    message: _ChoiceMessage
+    # Absent or null: still a response to its step; its turn ends as the local policy ends it (GenerateResponse.reply).
+    message: _ChoiceMessage | None = None
     finish_reason: str | None = None
 
 
@@ -136,11 +137,33 @@ class GenerateResponse(DeferredModel):
     def text(self) -> str:
         from rewardpipe.models import content_to_text
 
-        return content_to_text(self.data.choices[0].message.content)
+        message = self.data.choices[0].message
+        if message is None:
+            raise ValueError("data.choices[0].message is missing")
+        return content_to_text(message.content)
 
     @property
     def stop(self) -> str | None:
         return self.data.choices[0].finish_reason or self.finish_reason
+
+    def reply(self) -> dict[str, Any]:
+        """The model's turn as the local OpenAI policy reads the same reply
+        (:func:`rewardpipe.openai_client.choice_message`): ``{"text", "tool_calls"}`` (the calls, None when there are
+        none); ``{"filtered": True}`` when a content filter or a refusal took the text's place. EndpointError when
+        the reply holds no turn (no message, a text that is no text): the rollout's ``policy_error``."""
+        from rewardpipe.openai_client import ContentFiltered, NoTextBeforeLimit, choice_message
+
+        first = self.data.choices[0]
+        choice: dict[str, Any] = {"finish_reason": self.stop}
+        if first.message is not None:  # as sent: a content left out stays out (the local reading refuses it)
+            choice["message"] = first.message.model_dump(mode="python", exclude_unset=True)
+        try:
+            message = choice_message(choice, f"Nova's generate response for step {self.step_id}")
+        except NoTextBeforeLimit:  # max_tokens ran out before any text: the model's empty turn, scored
+            return {"text": "", "tool_calls": None}
+        except ContentFiltered:
+            return {"filtered": True}
+        return {"text": message["content"], "tool_calls": message["tool_calls"]}
 
 
 class RolloutResponse(DeferredModel):

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
 
-# policy(sample_id, turn, messages) -> assistant text, or None to never answer that turn (a lost response).
-Policy = Callable[[str, int, list[dict[str, Any]]], "str | None"]
+# policy(sample_id, turn, messages) -> assistant text, or None to never answer that turn (a lost response), or a
+# whole choice object (``{"message": {...}, "finish_reason": ...}``: tool calls, a null content) sent as it is.
+Policy = Callable[[str, int, list[dict[str, Any]]], "str | dict[str, Any] | None"]
 
 
 @dataclass(frozen=True)
@@ -117,18 +118,19 @@ class SimulatedTrainer:
             if text is None:
                 self.unanswered.append(request["step_id"])
                 continue
+            choice = (
+                text
+                if isinstance(text, dict)
+                else {"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            )
             self._send(
                 self.queues.generate_response,
                 {
                     "version": "v0",
                     "sample_id": request["sample_id"],
                     "step_id": request["step_id"],
-                    "data": {
-                        "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                        ]
-                    },
-                    "finish_reason": "stop",
+                    "data": {"choices": [{"index": 0, **choice}]},
+                    "finish_reason": choice.get("finish_reason", "stop"),
                     "serving_model_num": 0,
                 },
                 request["sample_id"],

@@ -241,6 +241,7 @@ class FakeSfn:
         self.status, self.output, self.fail_sends = status, output, list(fail_sends or [])
         self.started: list[dict] = []
         self.successes: list[dict] = []
+        self.failures: list[dict] = []
 
     def start_execution(self, **kwargs):
         self.started.append(kwargs)
@@ -257,6 +258,9 @@ class FakeSfn:
         if self.fail_sends:
             raise self.fail_sends.pop(0)
         self.successes.append(kwargs)
+
+    def send_task_failure(self, **kwargs):
+        self.failures.append(kwargs)
 
 
 def _client_error(code: str) -> Exception:

@@ -396,3 +396,66 @@ def test_a_message_the_bridge_cannot_handle_stays_on_its_queue_for_a_retry(nova)
     assert nova.sources.failures and "intake down" in nova.sources.failures[0]
     attrs = nova.sqs.get_queue_attributes(QueueUrl=nova.request_queue, AttributeNames=["All"])["Attributes"]
     assert attrs["ApproximateNumberOfMessagesNotVisible"] == "1" and not nova.executions()
+
+
+# The bridge deployed with the built-in tool-call environment: Nova's replies carry tool calls (round thirty-one).
+TOOL_CALL_CONTEXT = json.dumps(
+    {**json.loads(harness.NOVA_BRIDGE_CONTEXT), "rewardpipe": {"environment": "tool_call"}}, sort_keys=True
+)
+
+
+@pytest.fixture
+def nova_tools(aws, monkeypatch) -> Nova:
+    clock = SimulatedClock()
+    monkeypatch.setattr(bridge_module, "wall_clock", clock)
+    harness.install_stop_execution_patch(monkeypatch)
+    return Nova(harness.Deployment(harness.synthesized(TOOL_CALL_CONTEXT)).deploy(), clock)
+
+
+def test_a_tool_using_environment_sees_the_models_tool_calls_through_nova(nova_tools):
+    """Round thirty-one: the router read only the text of a generate response, so the tool-call environment never
+    saw a call made through Nova (the model's turn was an empty text, its calls lost). The calls reach the rollout
+    now (hostile ones answered as invalid, as locally), the tool answers go back to Nova in the next generate request
+    with the calls they answer, and a reply with no message or a filtered one ends its rollout at once, as the local
+    policy ends it."""
+    from rewardpipe.envs.tool_call import BUNDLED_TASKS, ToolCallTask
+    from rewardpipe.models import load_task_rows
+
+    nova, trainer = nova_tools, nova_tools.trainer
+    task = load_task_rows(BUNDLED_TASKS, ToolCallTask)[0]  # the checking account's balance: 12000
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "get_balance", "arguments": '{"account": "checking"}'}},
+        {"id": "c2", "type": "function", "function": {"name": "transfer", "arguments": "{not json"}},
+    ]
+    replies = {
+        "tools-000_0": [
+            {"message": {"role": "assistant", "content": None, "tool_calls": calls}, "finish_reason": "tool_calls"},
+            "The balance is <answer>12000</answer>",
+        ],
+        "tools-000_1": [{"message": {"role": "assistant", "content": None}, "finish_reason": "content_filter"}],
+        "tools-000_2": [{"message": None, "finish_reason": "stop"}],
+    }
+    nova.scripts.update(replies)
+    for sample_id in replies:
+        trainer.request_rollout(sample_id, {"task": task.model_dump(mode="json")})
+    # No time moves: every rollout is answered without waiting out its budget.
+    nova.drive(until=lambda: len(trainer.responses) == 3)
+    records = {r.rollout_id: r for r in nova.store.iter_records(RUN_ID, 0)}
+
+    second = next(r for r in trainer.generate_requests if r["step_id"] == "tools-000_0_1")
+    assistant = next(m for m in second["messages"] if m["role"] == "assistant")
+    assert assistant["tool_calls"] == calls
+    answers = {m["tool_call_id"]: m["content"] for m in second["messages"] if m["role"] == "tool"}
+    assert set(answers) == {"c1", "c2"} and "12000" in answers["c1"] and "12000" not in answers["c2"]
+    used = records["tools-000_0"]
+    assert used.status == "scored", used.error
+    assert used.components["goal_reached"] == 1.0 and used.components["valid_calls"] < 1.0  # c2 was invalid
+
+    filtered = records["tools-000_1"]
+    assert filtered.status == "scored" and filtered.metrics["end_reason"] == "content_filter"
+    assert trainer.responses["tools-000_1"]["stop_reason"] == "end_of_conversation"
+
+    broken = records["tools-000_2"]
+    assert broken.status == "error" and broken.error.kind == "policy_error"
+    assert "choices[0].message" in broken.error.message
+    assert trainer.responses["tools-000_2"]["stop_reason"] == "error"
