@@ -607,6 +607,12 @@ class ModelSideResolver:
         return wire.decode_standard_callable(tag, body, lambda part: wire.decode(part, self))
 
 
+def _linkable_references(value) -> int:
+    """The references to ``value`` when it may be linked (wire.LINKABLE), else 0: most calls pass no container, and
+    those they pass are counted alike before and after the call (each held by the same names then as now)."""
+    return sys.getrefcount(value) if type(value) in wire.LINKABLE else 0
+
+
 class Server:
     def __init__(self, rfd: int, wfd: int, effects: Effects | None = None):
         self.rfd = rfd
@@ -744,11 +750,11 @@ class Server:
                     kwargs[str(key)] = self._decode(value, nodes)
             self._resolve_linked(request.get("la"), args, kwargs, nodes, tops)
             given = [*args, *kwargs.values()]
-            before = [sys.getrefcount(value) for value in given]
+            before = [_linkable_references(value) for value in given]
             result = target(*args, **kwargs)
             # The arguments its code kept a reference to (``self.data = data``), the ones worth linking (wire.Links).
             # (counted as before the call, then compared: the same frames hold them both times)
-            after = [sys.getrefcount(value) - (value is result) for value in given]
+            after = [_linkable_references(value) - (value is result) for value in given]
             kept = [now > then for now, then in zip(after, before, strict=True)]
             # A result that is (or holds) one of the arguments, or an immutable part of one, goes back as a
             # reference to it, so the caller gets its own object: assertIs(f(xs), xs), the caller's NaN

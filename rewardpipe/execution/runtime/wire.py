@@ -13,7 +13,6 @@ import base64
 import builtins
 import cmath
 import collections
-import contextlib
 import datetime
 import decimal
 import enum
@@ -759,17 +758,20 @@ class _Session:
 _SESSIONS = threading.local()  # the session of the encode or decode running on this thread
 
 
-@contextlib.contextmanager
-def one_value():
+class one_value:  # noqa: N801 - used as a function is: ``with wire.one_value():``
     """The top-level encodes (or decodes) run in it are parts of one value, a call's arguments: a container met in
     two of them crosses once, then as a reference to its first place (``f(xs, xs)`` was two lists in the model's code,
-    so a right answer writing through one and reading the other failed). Both sides take the parts in one order."""
-    outer = getattr(_SESSIONS, "current", None), getattr(_SESSIONS, "joined", False)
-    _SESSIONS.current, _SESSIONS.joined = _Session(), True
-    try:
-        yield
-    finally:
-        _SESSIONS.current, _SESSIONS.joined = outer
+    so a right answer writing through one and reading the other failed). Both sides take the parts in one order.
+    (A class, not a generator: it wraps every call across the boundary.)"""
+
+    __slots__ = ("outer",)
+
+    def __enter__(self) -> None:
+        self.outer = getattr(_SESSIONS, "current", None), getattr(_SESSIONS, "joined", False)
+        _SESSIONS.current, _SESSIONS.joined = None, True  # (made on first use: _session)
+
+    def __exit__(self, *exc) -> None:
+        _SESSIONS.current, _SESSIONS.joined = self.outer
 
 
 def _in_session(step, *args):
@@ -783,11 +785,19 @@ def _in_session(step, *args):
         finally:
             _SESSIONS.joined = True
     outer = getattr(_SESSIONS, "current", None)
-    _SESSIONS.current = _Session()
+    _SESSIONS.current = None  # made when a container first needs it (_session): most values a call sends hold none
     try:
         return step(*args)
     finally:
         _SESSIONS.current = outer
+
+
+def _session() -> _Session:
+    """The session of the encode or decode running on this thread, made on first use."""
+    session = getattr(_SESSIONS, "current", None)
+    if session is None:
+        session = _SESSIONS.current = _Session()
+    return session
 
 
 def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, refs: dict | None = None):
@@ -805,25 +815,26 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
 
     A container met again, once encoded, is sent as a reference to its first place (see ``_SHAREABLE``).
     """
-    if _depth == 0:
+    if _depth == 0 and not _plain_scalar(value, refs):
         return _in_session(_encode_shared, value, make_handle, _depth, nodes, refs)
     return _encode_shared(value, make_handle, _depth, nodes, refs)
 
 
+def _plain_scalar(value, refs) -> bool:
+    """Whether ``value`` crosses as itself (_encode_shared's first case): never numbered, so no session of its own."""
+    kind = type(value)
+    return kind in _SCALARS and not refs and (kind is not int or value.bit_length() <= MAX_PLAIN_INT_BITS)
+
+
 def _encode_shared(value, make_handle, _depth: int, nodes: list | None = None, refs: dict | None = None):
     kind = type(value)
-    if (
-        kind in _SCALARS
-        and not refs
-        and _depth <= 200
-        and (kind is not int or value.bit_length() <= MAX_PLAIN_INT_BITS)
-    ):
+    if _depth <= 200 and _plain_scalar(value, refs):
         if nodes is not None:  # (the values that are most of a large one, without _encode's call)
             nodes.append(value)
         return value
     if not (issubclass(kind, _SHAREABLE) or kind is array.array) or (refs and id(value) in refs):
         return _encode(value, make_handle, _depth, nodes, refs)
-    session: _Session = _SESSIONS.current
+    session = _session()
     seen = session.done.get(id(value))
     if seen is not None:
         if nodes is not None:
@@ -836,6 +847,7 @@ def _encode_shared(value, make_handle, _depth: int, nodes: list | None = None, r
     return tree
 
 
+_FLAT_AT_LEAST = 16  # items of a list before _flat is worth its fixed cost
 _FLAT_KINDS = frozenset({str, float, type(None), bool})
 _PLAIN_JSON_KINDS = frozenset({int, str, bool, type(None)})  # (what JSON gives that decodes as itself: not NaN)
 _INT_KINDS = frozenset({int, bool})
@@ -883,7 +895,8 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
         return _enum_member_tree(value, str.__str__(value)) if issubclass(kind, enum.Enum) else str.__str__(value)
     if issubclass(kind, list):
         items = list.copy(value)
-        if not refs and depth <= 200 and _flat(items):  # (a list of plain scalars, as the loop below makes it, in C)
+        # (a list of plain scalars, as the loop below makes it, in C; a short one costs less by the loop)
+        if len(items) > _FLAT_AT_LEAST and not refs and depth <= 200 and _flat(items):
             if nodes is not None:
                 nodes.extend(items)
             return {"l": items}
@@ -1221,7 +1234,7 @@ def decode(tree, resolve_handle=None, _depth: int = 0, nodes: list | None = None
     ``{"a": position}``. A NaN is ``math.nan`` itself, so a list holding NaN equals a list holding
     ``math.nan``, as it does when the value never left the process. ``{"r": n}`` is the n-th container of the
     kinds of ``_SHAREABLE`` already built (see :func:`encode`)."""
-    if _depth == 0:
+    if _depth == 0 and type(tree) not in _SCALARS:  # (a scalar is never numbered: no session of its own)
         return _in_session(_decode, tree, resolve_handle, _depth, nodes, originals)
     return _decode(tree, resolve_handle, _depth, nodes, originals)
 
@@ -1236,7 +1249,7 @@ def _decode(tree, resolve_handle, _depth: int, nodes: list | None = None, origin
         if nodes is not None:
             nodes.append(tree)
         return tree
-    session: _Session = _SESSIONS.current
+    session = _session()
     session.expanded += 1
     if kind is not dict or len(tree) != 1:
         raise WireError(f"malformed value of type {kind.__name__}")
