@@ -370,7 +370,7 @@ def choice_text(choice: Any, where: str, body: str = "") -> str:
             raise ContentFiltered(f"{where} returned no text: the reply was filtered or refused", on_prompt=False)
         if content is None and choice.get("finish_reason") == "length":
             raise NoTextBeforeLimit(f"{where} returned no text: max_tokens ran out before the model wrote any")
-        raise EndpointError(f"{where} returned non-text content: {type(content).__name__}")
+        raise EndpointError(f"{where} returned no text (its content is a {type(content).__name__})")
     return content
 
 

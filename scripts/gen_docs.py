@@ -195,8 +195,8 @@ SETTING_NOTES = {
     "rewardpipe_nova.task_field": "Dotted path in the request's `data` holding a task id (the task is read from S3).",
     "rewardpipe_nova.inline_task_field": "Dotted path in `data` holding a whole task object (wins over `task_field`).",
     "rewardpipe_nova.group_pattern": "Regex with a named group `group` applied to `sample_id` to find its GRPO group.",
-    "rewardpipe_nova.range_mapping": "`linear` maps the reward's own range onto Nova's `rewards.range`; `clip` "
-    "keeps the raw aggregate and clips it.",
+    "rewardpipe_nova.range_mapping": "`linear` maps the reward's own range onto Nova's `rewards.range` (a reward "
+    "whose weights × ranges overflow a float is refused); `clip` keeps the raw aggregate and clips it.",
     "rewardpipe_nova.run_id": "Run id the bridge's records are filed under.",
     "rewardpipe_nova.bookkeeping_days": "How long the bridge keeps its per-rollout bookkeeping.",
 }
