@@ -521,9 +521,13 @@ class Links:
                     self._drop(link)
 
     def _drop(self, link) -> None:
+        """Give up ``link`` here, and tell the other side (``take_gone``)."""
+        self._unlink(link)
+        self.gone.append(link)
+
+    def _unlink(self, link) -> None:
         entry = self.entries.pop(link)
         self.ids.pop(id(entry[0]), None)
-        self.gone.append(link)
 
     def take_gone(self) -> list[int]:
         """The links given up here since the last call (to tell the other side, which gives them up too)."""
@@ -535,8 +539,7 @@ class Links:
         are free again on both sides."""
         for link in links[:MAX_LINKS] if type(links) is list else ():
             if type(link) is int and link in self.entries:
-                entry = self.entries.pop(link)
-                self.ids.pop(id(entry[0]), None)
+                self._unlink(link)
 
 
 def _held_elsewhere(entry: list) -> bool:
@@ -695,7 +698,7 @@ def _keeping_parts(target, new):
     part them) or is too large to compare."""
     dictionary = isinstance(new, dict)
     parts = list(new.values() if dictionary else new)
-    if len(parts) > MAX_KEPT_PARTS or frozenset(_SHAREABLE).isdisjoint(map(type, parts)):  # (in C)
+    if len(parts) > MAX_KEPT_PARTS or _SHAREABLE_KINDS.isdisjoint(map(type, parts)):  # (in C)
         return new
     sent = _sent(new)
     if sent is None or '{"r":' in sent:
@@ -738,6 +741,7 @@ def _referable(value) -> bool:
 # receiver hands back the object it built there. One still being built (a container holding itself) is never referred
 # to: it is nested too deep, as before.
 _SHAREABLE = (list, dict, set, bytearray, collections.deque)  # (and array.array itself: a subclass is a handle)
+_SHAREABLE_KINDS = frozenset(_SHAREABLE)
 _SHAREABLE_TAGS = frozenset({"l", "d", "ctr", "od", "dd", "dq", "s", "ba", "ar"})
 # What a value with such references may come to once expanded (every reference counted as the values it stands for),
 # as the trusted runner bounds a reply's values (trusted.MAX_REPLY_VALUES): 60 doublings are 120 values on the wire.
