@@ -536,11 +536,16 @@ class OpenTaskRow(TaskRow):
     model_config = ConfigDict(extra="allow")
 
 
-def _prompt_group(messages: Sequence[Message]) -> str:
+def prompt_digest_id(prompt: Sequence[Message] | str) -> str:
+    """The id of a prompt no ``task_id`` names: ``p-`` and 16 hex digits of the SHA-256 of the prompt, the same
+    for one prompt in every batch and at any position. ``prompt`` is a conversation's messages (only those before
+    its last assistant turn, the answer, are the prompt: a sample's whole conversation can be given) or, for a
+    prompt no message can hold, its text. ``rewardpipe score`` and the TRL integration both name tasks with it."""
     import hashlib
 
-    last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=len(messages))
-    prompt = json.dumps([m.model_dump(mode="json") for m in messages[:last]], sort_keys=True, ensure_ascii=False)
+    if not isinstance(prompt, str):
+        last = max((i for i, m in enumerate(prompt) if m.role == "assistant"), default=len(prompt))
+        prompt = json.dumps([m.model_dump(mode="json") for m in prompt[:last]], sort_keys=True, ensure_ascii=False)
     # surrogatepass: an earlier turn of the model's may hold a lone surrogate (only hashed here)
     return "p-" + hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
@@ -570,7 +575,7 @@ class SampleReader:
                 if not has_answer(sample.messages):
                     yield lineno, None, f"{where}: {NO_ANSWER}"
                     continue
-                group = sample.group_id or sample.task_id or _prompt_group(sample.messages)
+                group = sample.group_id or sample.task_id or prompt_digest_id(sample.messages)
                 task_id = sample.task_id or group
                 rollout_id = sample.rollout_id or f"line-{lineno}"
                 task_from = "task_id" if sample.task_id else "group_id" if sample.group_id else ""

@@ -28,7 +28,6 @@ given a store, writes the records so ``rewardpipe monitor`` and ``rewardpipe rep
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -50,7 +49,7 @@ from rewardpipe.models import (
     nova_fields,
 )
 from rewardpipe.rewards import Reward, ScoringInput, get_reward
-from rewardpipe.single_turn import score_samples
+from rewardpipe.single_turn import prompt_digest_id, score_samples
 
 RewardFn = Callable[..., list]
 logger = logging.getLogger("rewardpipe.trl")
@@ -196,22 +195,20 @@ def prompt_task_id(prompt: Any, columns: Mapping[str, Sequence[Any]], index: int
     holds a valid id (text or a number), else the id ``rewardpipe score`` gives a sample of that prompt with no
     task_id (``p-`` and a digest of the prompt's messages), so one prompt is one task in every batch and at any
     position (the group's position, ``p0``, named unrelated prompts one task)."""
-    from rewardpipe.single_turn import _prompt_group
-
     named = columns.get("task_id")
     value = named[index] if named is not None and index < len(named) else None
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if isinstance(value, str) and value and len(value) <= MAX_TASK_ID_LENGTH and id_problem(value) is None:
         return value
-    try:  # the prompt, then the answer's place (the digest is of what comes before the last assistant turn)
+    try:  # the prompt's messages (no answer among them: a prompt's assistant turns are the prompt's)
         messages = [Message.model_validate(m) for m in _as_messages(prompt, "user")]
-        return _prompt_group([*messages, Message(role="assistant", content="")])
+        return prompt_digest_id([*messages, Message(role="assistant", content="")])
     except Exception:  # noqa: BLE001 - a prompt no message can hold: a digest of its text, never the batch's failure
         text = f"<unreadable {type(prompt).__name__}>"
         with contextlib.suppress(ValueError, TypeError, RecursionError):
             text = json.dumps(prompt, sort_keys=True, default=str, ensure_ascii=False)
-        return "p-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return prompt_digest_id(text)
 
 
 def _has_answer(value: Any) -> bool:

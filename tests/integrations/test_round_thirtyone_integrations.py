@@ -93,10 +93,10 @@ class TestStoredTrlRecordsNameTheirPrompt:
         assert all(task.startswith("p-") for task in tasks.values())
         # the id `rewardpipe score` gives a sample of the same prompt without a task_id
         from rewardpipe.models import Message
-        from rewardpipe.single_turn import _prompt_group
+        from rewardpipe.single_turn import prompt_digest_id
 
         asked = [Message(role="user", content="what is 1?"), Message(role="assistant", content="#### 1")]
-        assert tasks[(0, "g0")] == _prompt_group(asked)
+        assert tasks[(0, "g0")] == prompt_digest_id(asked)
 
     def test_a_task_id_column_names_the_task_when_it_is_a_valid_id(self, tmp_path):
         from rewardpipe.integrations.trl import RewardPipeMonitor
