@@ -67,10 +67,15 @@ NOT_A_SCORE_KINDS = ("component_out_of_range", "aggregate_out_of_range", "non_fi
 def non_finite_error(error: ErrorInfo) -> bool:
     """Whether ``error`` is :func:`checked_score`'s for a value that is not finite (a component's NaN or infinity,
     an overflowing weighted sum): what the trainers' answers (Nova's ``error_<kind>``, TRL's rows) have always
-    called ``non_finite_score``."""
-    return error.kind == "non_finite_aggregate" or (
-        error.kind == "component_out_of_range" and error.message.endswith(NOT_FINITE)
-    )
+    called ``non_finite_score``. A ``component_out_of_range`` error says which it is in ``non_finite``; only a
+    record written before that field (``non_finite`` absent) is read by its message's ending, as it always was."""
+    if error.kind == "non_finite_aggregate":
+        return True
+    if error.kind != "component_out_of_range":
+        return False
+    if error.non_finite is not None:
+        return error.non_finite
+    return error.message.endswith(NOT_FINITE)
 
 
 def checked_score(
@@ -82,16 +87,26 @@ def checked_score(
     absurd reward must never be handed to a trainer as a score, nor reach the monitor's statistics.
     Every score goes through it: :class:`rewardpipe.rewards.Reward`'s own (so a library caller never gets a NaN
     reward) and every record built from one (``rewardpipe.episode.build_record``), locally and on AWS."""
+    if error is not None and error.kind == "component_out_of_range" and error.non_finite is None:
+        # a component_out_of_range this check did not make (a reward's explain_error naming it): no value of it
+        # was found not finite, whatever its message says (model-written text may end it)
+        error = error.model_copy(update={"non_finite": False})
     bad_components = {
         name: problem for name, value in components.items() if (problem := score_problem(value)) is not None
     }
     if bad_components:
         name, problem = next(iter(bad_components.items()))
+        bad = components[name]
         components = {name: None if name in bad_components else value for name, value in components.items()}
         return (
             components,
             None,
-            error or ErrorInfo(kind="component_out_of_range", message=f"component '{name}': {problem}"),
+            error
+            or ErrorInfo(
+                kind="component_out_of_range",
+                message=f"component '{name}': {problem}",
+                non_finite=isinstance(bad, float) and not math.isfinite(bad),
+            ),
         )
     problem = score_problem(aggregate)
     if problem is None:
@@ -347,6 +362,11 @@ class ErrorInfo(DeferredModel):
 
     kind: str
     message: str
+    #: For a ``component_out_of_range`` error (:func:`checked_score`'s): True when the component's value was not a
+    #: finite number (NaN, an infinity), False when it was a finite one beyond ±MAX_SCORE_MAGNITUDE. None (and
+    #: absent from the JSON) on every other kind, and on records written before this field
+    #: (:func:`non_finite_error` reads those by their message, as it always did).
+    non_finite: bool | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("kind", "message", mode="after")
     @classmethod

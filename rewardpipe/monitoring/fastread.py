@@ -185,7 +185,7 @@ def _arrow_schema(sample: list[Any]) -> Any:
             ("schema", pa.string()),
             *[(name, pa.string()) for name in _STRINGS],
             ("step", pa.int64()),
-            ("error", pa.struct([("kind", pa.string()), ("message", pa.string())])),
+            ("error", pa.struct([("kind", pa.string()), ("message", pa.string()), ("non_finite", pa.bool_())])),
             ("components", numbers(components)),
             ("weights", numbers(weights)),
             ("aggregate", pa.float64()),

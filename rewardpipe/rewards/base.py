@@ -203,11 +203,14 @@ def _bounded(score: Score) -> Score:
     """``score``, or its error when a value of it is no score (NaN, infinity, beyond ±MAX_SCORE_MAGNITUDE: a component
     returning one, weights whose sum overflows), exactly as its record would say (``component_out_of_range``,
     ``non_finite_aggregate``, ``aggregate_out_of_range``: :func:`rewardpipe.models.checked_score`). A library caller
-    (a user's own training loop) was handed the NaN, which made every advantage of its group NaN."""
+    (a user's own training loop) was handed the NaN, which made every advantage of its group NaN. An error score
+    goes through the check too, which says of an error it did not make whether a value was not finite."""
     limit = MAX_SCORE_MAGNITUDE
     aggregate = score.aggregate
-    if (aggregate is None or -limit <= aggregate <= limit) and all(
-        -limit <= value <= limit for value in score.components.values() if value is not None
+    if (
+        score.error is None
+        and (aggregate is None or -limit <= aggregate <= limit)
+        and all(-limit <= value <= limit for value in score.components.values() if value is not None)
     ):
         return score  # NaN fails both comparisons
     components, aggregate, error = checked_score(score.components, score.weights, aggregate, score.error)
