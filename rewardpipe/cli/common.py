@@ -332,9 +332,11 @@ def warn_of_run(warnings: list[dict[str, str]]) -> None:
         note(f"warning: {warning['kind']}: {warning['message']}")
 
 
-def note_set_aside(entries: list[dict[str, Any]], shown: int = 20) -> None:
-    """One stderr line per group the monitor set aside (``monitor`` and ``report``; ``--json`` carries every
-    one under ``set_aside``), at most ``shown`` of them and then their count."""
+def note_set_aside(entries: list[dict[str, Any]], shown: int = 20, count: int | None = None) -> None:
+    """One stderr line per group the monitor set aside (``monitor`` and ``report``; ``--json`` lists the first
+    hundred under ``set_aside`` and counts them all, ``set_aside_count``), at most ``shown`` of them and then their
+    count (``count``, when ``entries`` are only the first of them)."""
+    count = len(entries) if count is None else count
     for entry in entries[:shown]:
         tasks = ", ".join(
             f"task '{t['task_id'][:80]}': {t['records']} from rollout '{t['first_rollout_id'][:80]}'"
@@ -342,10 +344,10 @@ def note_set_aside(entries: list[dict[str, Any]], shown: int = 20) -> None:
         )
         note(
             f"warning: set aside: {entry['reason']}; its {entry['records']} scored record(s) are left out of every "
-            f"figure and verdict ({tasks}{', ...' if len(entry['tasks']) > 5 else ''})"
+            f"figure and verdict ({tasks}{', ...' if entry.get('task_count', len(entry['tasks'])) > 5 else ''})"
         )
-    if len(entries) > shown:
-        note(f"warning: set aside: {len(entries) - shown} more group(s) like these (all of them: --json, set_aside)")
+    if count > shown:
+        note(f"warning: set aside: {count - shown} more group(s) like these (--json: set_aside, set_aside_count)")
 
 
 def nothing_scored(records: int, scored: int, kinds: Mapping[str, int], example: str | None) -> bool:

@@ -73,7 +73,7 @@ def _one_run(
     report["unreadable"] = [b.to_dict() for b in bad]
     for item in report["unreadable"]:  # as `monitor` says them: each skipped record by file:line or key
         note(f"skipped unreadable record {item['key']}: {item['reason']}")
-    note_set_aside(report["set_aside"])
+    note_set_aside(report["set_aside"], count=report["set_aside_count"])
     report.update(source.status())
     if not report["steps"]:
         fail(

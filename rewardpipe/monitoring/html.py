@@ -434,8 +434,8 @@ def _summary(report: dict[str, Any]) -> str:
             for e in report.get("set_aside", [])[:20]
         )
         + (
-            f'<p class="sub">… and {len(report["set_aside"]) - 20} more group(s) set aside</p>'
-            if len(report.get("set_aside", [])) > 20
+            f'<p class="sub">… and {set_aside - 20} more group(s) set aside</p>'
+            if (set_aside := report.get("set_aside_count", len(report.get("set_aside", [])))) > 20
             else ""
         )
     )

@@ -1,0 +1,60 @@
+"""Round thirty-two: the CLI and monitoring, as an adversary and as an RL engineer using them.
+
+Each test failed before its fix (see docs/changelog.md, round thirty-two)."""
+
+from __future__ import annotations
+
+import json
+
+from rewardpipe.monitoring import monitor_records
+from tests.cli.test_round_thirtyone_monitoring import _record
+from tests.monitoring.test_fast_path import write
+
+
+def _many_mixed_groups(groups: int, tasks: int = 2) -> list[dict]:
+    """One step of ``groups`` groups, each holding the rollouts of ``tasks`` tasks (set aside), and one good group."""
+    out = [_record(0, "good", f"good-{i}", "t-good", float(i % 2), float(i % 2)) for i in range(4)]
+    for g in range(groups):
+        for t in range(tasks):
+            out += [_record(0, f"g{g}", f"g{g}-t{t}-{i}", f"t{t}", 1.0, float(i % 2)) for i in range(2)]
+    return out
+
+
+#: rewardpipe.monitoring.statistics.MAX_SET_ASIDE_LISTED
+MAX_SET_ASIDE_LISTED = 100
+
+
+class TestSetAsideIsCappedInJson:
+    """``set_aside`` in ``monitor --json`` and ``report --json`` (and the verdict an AWS check stores) listed every
+    group set aside, each with every one of its tasks: a run of thousands of mixed-task groups made a JSON of
+    megabytes. It now lists the first hundred groups (and tasks of one group), counts them all
+    (``set_aside_count``, ``task_count``) and says how many are left out (``set_aside_left_out``)."""
+
+    def test_the_result_lists_a_hundred_and_counts_them_all(self):
+        from rewardpipe.monitoring import statistics
+
+        assert statistics.MAX_SET_ASIDE_LISTED == MAX_SET_ASIDE_LISTED
+        data = monitor_records(_many_mixed_groups(MAX_SET_ASIDE_LISTED + 50)).to_dict()
+        assert len(data["set_aside"]) == MAX_SET_ASIDE_LISTED
+        assert data["set_aside_count"] == MAX_SET_ASIDE_LISTED + 50 and data["set_aside_left_out"] == 50
+        assert data["steps"][0]["set_aside_groups"] == MAX_SET_ASIDE_LISTED + 50  # the step's count is exact
+        small = monitor_records(_many_mixed_groups(3)).to_dict()
+        assert (len(small["set_aside"]), small["set_aside_count"], small["set_aside_left_out"]) == (3, 3, 0)
+
+    def test_one_group_of_many_tasks_lists_a_hundred(self):
+        data = monitor_records(_many_mixed_groups(1, tasks=MAX_SET_ASIDE_LISTED + 7)).to_dict()
+        (entry,) = data["set_aside"]
+        assert len(entry["tasks"]) == MAX_SET_ASIDE_LISTED and entry["task_count"] == MAX_SET_ASIDE_LISTED + 7
+        assert entry["records"] == 2 * (MAX_SET_ASIDE_LISTED + 7)
+
+    def test_monitor_and_report_json_and_page(self, tmp_path, cli):
+        path = write(tmp_path / "records.jsonl", _many_mixed_groups(MAX_SET_ASIDE_LISTED + 50))
+        page = tmp_path / "report.html"
+        for args in (["monitor", path, "--no-write-alarms", "--json"], ["report", path, "--out", page, "--json"]):
+            result = cli(*args)
+            assert result.exit_code == 0, result.output
+            data = json.loads(result.stdout)
+            assert len(data["set_aside"]) == MAX_SET_ASIDE_LISTED, args[0]
+            assert data["set_aside_count"] == MAX_SET_ASIDE_LISTED + 50 and data["set_aside_left_out"] == 50
+            assert f"{MAX_SET_ASIDE_LISTED + 50 - 20} more group(s) like these" in result.stderr, args[0]
+        assert f"… and {MAX_SET_ASIDE_LISTED + 50 - 20} more group(s) set aside" in page.read_text()
