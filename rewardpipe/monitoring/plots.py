@@ -14,6 +14,17 @@ from typing import Any
 
 from rewardpipe.monitoring.alarms import OnsetMarker, onset_markers
 from rewardpipe.monitoring.monitor import MonitorResult
+from rewardpipe.safe_text import printable
+
+
+def _plain(text: str, limit: int = 80) -> str:
+    """``text`` as a chart shows it, literally: one line of at most ``limit`` characters, control and format
+    characters as escapes, and every ``$`` escaped. Matplotlib reads text between two ``$`` as math: a component
+    or run named ``a$\\frac{$b`` failed the chart (a ValueError from its math parser), ``$x$`` drew another name."""
+    shown = printable(text, keep_newlines=False)
+    if len(shown) > limit:
+        shown = shown[: limit - 3] + "..."
+    return shown.replace("$", r"\$")
 
 
 @dataclass
@@ -80,7 +91,7 @@ def plot_run(result: MonitorResult, path: str | Path, title: str | None = None) 
                     )
             drawn.append(marker)
         top.set_ylim(-0.05, 1.05)
-        top.set_title(name, fontsize=10)
+        top.set_title(_plain(name), fontsize=10)
         bottom.plot(steps, series(name, "within_group_std_mean"), marker="o", label="within-group std")
         bottom.plot(steps, series(name, "std"), marker="x", linestyle="--", label="batch std")
         bottom.set_xlabel("step")
@@ -91,8 +102,9 @@ def plot_run(result: MonitorResult, path: str | Path, title: str | None = None) 
             top.legend(fontsize=7, loc="center left")
             bottom.legend(fontsize=7)
     fig.suptitle(
-        title
-        or f"run {result.run_id}: within-group variance per component "
+        _plain(title, 200)
+        if title
+        else f"run {_plain(str(result.run_id))}: within-group variance per component "
         "(grey: dead; orange dashes: dying, ▲ projected death)"
     )
     fig.tight_layout()

@@ -58,3 +58,36 @@ class TestSetAsideIsCappedInJson:
             assert data["set_aside_count"] == MAX_SET_ASIDE_LISTED + 50 and data["set_aside_left_out"] == 50
             assert f"{MAX_SET_ASIDE_LISTED + 50 - 20} more group(s) like these" in result.stderr, args[0]
         assert f"… and {MAX_SET_ASIDE_LISTED + 50 - 20} more group(s) set aside" in page.read_text()
+
+
+class TestTheChartDrawsNamesAsTheyAre:
+    """``run --plot`` (:func:`rewardpipe.monitoring.plots.plot_run`) handed component names and the run id to
+    matplotlib as they were: text between two ``$`` is math to it, so a component named ``a$\\frac{$b`` failed the
+    chart with a ValueError from its math parser, and one named ``$x$`` was drawn as another name (an italic x).
+    Names are now drawn literally (every ``$`` escaped), on one line, control characters as escapes."""
+
+    def test_names_matplotlib_would_read_as_math(self, tmp_path, monkeypatch):
+        import matplotlib.pyplot as plt
+
+        from rewardpipe.monitoring.plots import plot_run
+
+        names = ["a$\\frac{$b", "$x$", "\x1b[2J\u202eback"]
+        records = [
+            {**_record(s, f"g{g}", f"r{s}-{g}-{i}", f"t{g}", 1.0, float(i % 2)), "run_id": "run$\\sqrt{$"}
+            for s in range(2)
+            for g in range(8)
+            for i in range(4)
+        ]
+        for row in records:
+            row["components"] = {name: 1.0 if k else row["components"]["correctness"] for k, name in enumerate(names)}
+            row["weights"] = dict.fromkeys(names, 1.0)
+            row["aggregate"] = sum(row["components"].values())
+        figures = []
+        closed = plt.close
+        monkeypatch.setattr(plt, "close", lambda fig=None: (figures.append(fig), closed(fig)))
+        plot_run(monitor_records(records), tmp_path / "chart.png")
+        assert (tmp_path / "chart.png").stat().st_size > 0
+        (figure,) = figures
+        titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
+        assert sorted(titles) == sorted(["a\\$\\frac{\\$b", "\\$x\\$", "\\x1b[2J\\u202eback", "aggregate"])
+        assert figure._suptitle.get_text().startswith("run run\\$\\sqrt{\\$: ")
