@@ -813,14 +813,17 @@ class RewardPipeMonitor:
     @staticmethod
     def metrics(report: Any) -> dict[str, float]:
         """The scalars logged for one batch; statistics that need more groups than the batch has are left
-        out rather than logged as NaN."""
+        out rather than logged as NaN, and so is ``dead`` for a component the batch gave no verdict on
+        (``insufficient_data``: a small batch waiting for its pool): a 0.0 there said "alive" of a component
+        dead in every batch, whose curve read 0, 0, 0, 1 over each pool of four small batches."""
         out: dict[str, float] = {"rewardpipe/error_rate": float(report.error_rate)}
         for name, stats in [*report.components.items(), ("aggregate", report.aggregate)]:
             if stats.zero_variance_group_fraction is not None:
                 out[f"rewardpipe/{name}/zero_variance_group_fraction"] = float(stats.zero_variance_group_fraction)
             if stats.within_group_std_mean is not None and math.isfinite(stats.within_group_std_mean):
                 out[f"rewardpipe/{name}/within_group_std"] = float(stats.within_group_std_mean)
-            out[f"rewardpipe/{name}/dead"] = 1.0 if stats.verdict == "dead" else 0.0
+            if stats.verdict != "insufficient_data":
+                out[f"rewardpipe/{name}/dead"] = 1.0 if stats.verdict == "dead" else 0.0
             if stats.pooled_steps:  # judged over several small batches: how many
                 out[f"rewardpipe/{name}/pooled_batches"] = float(len(stats.pooled_steps))
         return out

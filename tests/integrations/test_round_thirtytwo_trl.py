@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import inspect
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -175,3 +176,42 @@ class TestNonFiniteIsAFactNotAMessage:
         data = "\n".join([line("x", error), line("y", None), line("z", None)]).encode() + b"\n"
         batch = _arrow_batch(data)
         assert batch is not None and len(batch.error_kinds.codes) == 3
+
+
+class TestUnjudgedBatchesLogNoDeadFlag:
+    """The TRL callback logged ``rewardpipe/<component>/dead`` = 0.0 for a batch the monitor gave no verdict
+    (``insufficient_data``: a small batch waiting for its pool): a component constant in every group of every
+    batch read 0, 0, 0, 1, 0, 0, 0, 1 over batches of one group, "alive" three batches in four. Such a batch
+    logs no ``dead`` now; its other figures are logged as before."""
+
+    def test_a_component_dead_throughout_never_logs_alive(self):
+        from rewardpipe.integrations.trl import RewardPipeMonitor
+        from rewardpipe.rewards.base import Component, Reward
+
+        reward = Reward(
+            "r",
+            (
+                Component("const", 1.0, lambda completion: 1.0),
+                Component("vary", 1.0, lambda completion: float(len(completion) % 2)),
+            ),
+        )
+        callback = RewardPipeMonitor(reward=reward, run_id="run")
+        logged: list[dict] = []
+
+        class Trainer:
+            reward_funcs, reward_weights, num_generations = callback.reward_funcs, [1.0, 1.0], 4
+            model = SimpleNamespace(training=True)
+
+            def log(self, name, value):
+                logged[-1][name] = value
+
+        trainer = Trainer()
+        for _ in range(8):  # one group per batch: four batches to a verdict
+            logged.append({})
+            for fn in callback.reward_funcs:
+                fn(prompts=["q"] * 4, completions=["a", "bb", "a", "bb"], log_metric=trainer.log, trainer_state=None)
+        assert not callback.failures
+        dead = [batch.get("rewardpipe/const/dead") for batch in logged]
+        assert dead == [None, None, None, 1.0, None, None, None, 1.0]
+        assert [batch.get("rewardpipe/vary/dead") for batch in logged][3::4] == [0.0, 0.0]
+        assert all(batch["rewardpipe/const/zero_variance_group_fraction"] == 1.0 for batch in logged)
