@@ -332,6 +332,15 @@ def warn_of_run(warnings: list[dict[str, str]]) -> None:
         note(f"warning: {warning['kind']}: {warning['message']}")
 
 
+def note_unreadable(items: list[dict[str, Any]], shown: int = 20) -> None:
+    """One stderr line per record ``monitor`` and ``report`` skipped (by file:line or key, and why), at most ``shown``
+    of them and then their count: a file of a million bad lines (another file's format) printed a million lines."""
+    for item in items[:shown]:
+        note(f"skipped unreadable record {item['key']}: {item['reason']}")
+    if len(items) > shown:
+        note(f"skipped {len(items) - shown} more unreadable record(s) (--json: unreadable, unreadable_count)")
+
+
 def note_set_aside(entries: list[dict[str, Any]], shown: int = 20, count: int | None = None) -> None:
     """One stderr line per group the monitor set aside (``monitor`` and ``report``; ``--json`` lists the first
     hundred under ``set_aside`` and counts them all, ``set_aside_count``), at most ``shown`` of them and then their

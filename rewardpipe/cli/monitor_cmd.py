@@ -15,6 +15,7 @@ from rewardpipe.cli.application import TerminalAlarmSink, app, error_line, fail,
 from rewardpipe.cli.common import (
     no_transcript_store,
     note_set_aside,
+    note_unreadable,
     rollouts_hint,
     warn_of_run,
     with_threshold_options,
@@ -397,8 +398,7 @@ def monitor(
             f"the last copy counts), e.g. {where} {min(duplicates)}"
         )
     if not result.steps:
-        for item in result.unreadable:  # what was refused, by file:line or key, before the verdict on the whole
-            note(f"skipped unreadable record {item['key']}: {item['reason']}")
+        note_unreadable(result.unreadable)  # what was refused, by file:line or key, before the verdict on the whole
         which = f" for run '{source.run_id}'" if source.run_id else ""
         fail(
             f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"
@@ -444,8 +444,7 @@ def monitor(
                 highlight=False,
                 soft_wrap=True,
             )
-    for item in result.unreadable:
-        note(f"skipped unreadable record {item['key']}: {item['reason']}")
+    note_unreadable(result.unreadable)
     note_set_aside(result.set_aside)
     warn_of_run(result.warnings)
     for failure in failures:

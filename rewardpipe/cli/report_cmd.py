@@ -19,6 +19,7 @@ from rewardpipe.cli.common import (
     check_output_file,
     no_transcript_store,
     note_set_aside,
+    note_unreadable,
     rollouts_hint,
     same_file,
     warn_of_run,
@@ -38,6 +39,7 @@ def _one_run(
     from rewardpipe.cli.monitor_cmd import Reading, _Source
     from rewardpipe.cli.progress import progress_bars
     from rewardpipe.monitoring.report import attach_transcripts, build_report, build_report_from_batch
+    from rewardpipe.monitoring.statistics import listed
     from rewardpipe.monitoring.thresholds import run_thresholds
     from rewardpipe.monitoring.triage import write_triage
     from rewardpipe.store import StoreError
@@ -70,9 +72,9 @@ def _one_run(
         fail(f"cannot read {path}: {exc}")
     for sink in sinks:
         note(f"parquet: {sink.close()} ({sink.rows} records)")
-    report["unreadable"] = [b.to_dict() for b in bad]
-    for item in report["unreadable"]:  # as `monitor` says them: each skipped record by file:line or key
-        note(f"skipped unreadable record {item['key']}: {item['reason']}")
+    unreadable = [b.to_dict() for b in bad]
+    report.update(listed("unreadable", unreadable))
+    note_unreadable(unreadable)  # as `monitor` says them: each skipped record by file:line or key
     note_set_aside(report["set_aside"], count=report["set_aside_count"])
     report.update(source.status())
     if not report["steps"]:

@@ -31,7 +31,7 @@ from rewardpipe.monitoring.hysteresis import track_component, track_errors
 from rewardpipe.monitoring.messages import run_warnings
 from rewardpipe.monitoring.pooling import StepHistory, pool_small_steps, stored_step
 from rewardpipe.monitoring.state import MonitorState, PendingDelivery, load_state, state_key
-from rewardpipe.monitoring.statistics import StepAcc, accumulate, last_copies, listed_set_aside, validated_records
+from rewardpipe.monitoring.statistics import StepAcc, accumulate, last_copies, listed, validated_records
 from rewardpipe.monitoring.thresholds import MonitorInputError, Thresholds
 from rewardpipe.monitoring.verdicts import StepReport, step_report
 from rewardpipe.store import BadObject, Store
@@ -70,8 +70,8 @@ class MonitorResult:
             "thresholds": self.thresholds.model_dump(mode="json"),
             "steps": [report.to_dict() for report in self.steps],
             "alarms": [alarm.to_dict() for alarm in self.alarms],
-            "unreadable": list(self.unreadable),
-            **listed_set_aside(self.set_aside),
+            **listed("unreadable", self.unreadable),
+            **listed("set_aside", self.set_aside),
             "state": self.state.to_dict(),
             "warnings": self.warnings,
         }

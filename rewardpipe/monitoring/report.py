@@ -16,7 +16,7 @@ from typing import Any
 from rewardpipe.monitoring.columns import RunColumns, group_rows, paused_gc, tee
 from rewardpipe.monitoring.monitor import monitor_records
 from rewardpipe.monitoring.signal import within_group_correlation
-from rewardpipe.monitoring.statistics import listed_set_aside
+from rewardpipe.monitoring.statistics import listed
 from rewardpipe.monitoring.thresholds import Thresholds
 from rewardpipe.monitoring.triage import judged_tasks, task_triage
 from rewardpipe.store import transcript_key
@@ -225,7 +225,7 @@ def report_content(
         "triage_tasks_judged": judged_tasks(columns, grouped),
         "thresholds": result.thresholds.model_dump(mode="json"),
         "warnings": result.warnings,
-        **listed_set_aside(result.set_aside),
+        **listed("set_aside", result.set_aside),
     }
 
 

@@ -237,19 +237,20 @@ def last_copies(numbered: Iterable[tuple[int, Record]], duplicates: list[int]) -
 SET_ASIDE_SHOWN = 100
 
 
-#: Most groups set aside a result's JSON lists (``monitor --json``, ``report --json``, the verdict an AWS check
-#: stores), and most tasks one of them lists: a run of thousands of such groups made a JSON of megabytes. The rest
-#: are counted (``set_aside_count``, an entry's ``task_count``) and said to be left out (``set_aside_left_out``).
-MAX_SET_ASIDE_LISTED = 100
+#: Most entries of one list a result's JSON carries (``monitor --json``, ``report --json``, the verdict an AWS check
+#: stores): its groups set aside (and the tasks of one of them), its unreadable records. A run of thousands of
+#: mixed-task groups or a file of a million bad lines made a JSON of megabytes. The rest are counted
+#: (``<list>_count``, a set-aside group's ``task_count``) and said to be left out (``<list>_left_out``).
+MAX_LISTED = 100
 
 
-def listed_set_aside(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ``set_aside`` of a result's JSON: its first :data:`MAX_SET_ASIDE_LISTED` groups, their exact count and how
-    many of them are not listed (0 when none is)."""
+def listed(name: str, entries: list[Any]) -> dict[str, Any]:
+    """A list of a result's JSON under ``name``: its first :data:`MAX_LISTED` entries, their exact count
+    (``<name>_count``) and how many of them are not listed (``<name>_left_out``, 0 when none is)."""
     return {
-        "set_aside": entries[:MAX_SET_ASIDE_LISTED],
-        "set_aside_count": len(entries),
-        "set_aside_left_out": max(len(entries) - MAX_SET_ASIDE_LISTED, 0),
+        name: entries[:MAX_LISTED],
+        f"{name}_count": len(entries),
+        f"{name}_left_out": max(len(entries) - MAX_LISTED, 0),
     }
 
 
@@ -263,17 +264,14 @@ def set_aside_entry(step: int, group: str, tasks: Mapping[str, tuple[str, int]])
     stopped the monitoring of every other group, so the group is left out of every statistic (as an error
     record is: it can neither make a component look alive nor count as a group without signal) and named here.
     ``rewardpipe score`` refuses such a line for the same reason. ``tasks`` lists the first
-    :data:`MAX_SET_ASIDE_LISTED` tasks (``task_count`` counts them all)."""
+    :data:`MAX_LISTED` tasks (``task_count`` counts them all)."""
     names = sorted(tasks)
     shown = ", ".join(f"'{task[:80]}'" for task in names[:5]) + (", ..." if len(names) > 5 else "")
     return {
         "step": step,
         "group_id": group,
         "records": sum(count for _, count in tasks.values()),
-        "tasks": [
-            {"task_id": t, "records": tasks[t][1], "first_rollout_id": tasks[t][0]}
-            for t in names[:MAX_SET_ASIDE_LISTED]
-        ],
+        "tasks": [{"task_id": t, "records": tasks[t][1], "first_rollout_id": tasks[t][0]} for t in names[:MAX_LISTED]],
         "task_count": len(names),
         "reason": f"group '{group[:80]}' of step {step} holds rollouts of {len(names)} tasks ({shown}): a group is "
         f"the rollouts of one prompt; give each prompt's rollouts a group_id of their own",

@@ -20,8 +20,8 @@ def _many_mixed_groups(groups: int, tasks: int = 2) -> list[dict]:
     return out
 
 
-#: rewardpipe.monitoring.statistics.MAX_SET_ASIDE_LISTED
-MAX_SET_ASIDE_LISTED = 100
+#: rewardpipe.monitoring.statistics.MAX_LISTED
+MAX_LISTED = 100
 
 
 class TestSetAsideIsCappedInJson:
@@ -33,31 +33,31 @@ class TestSetAsideIsCappedInJson:
     def test_the_result_lists_a_hundred_and_counts_them_all(self):
         from rewardpipe.monitoring import statistics
 
-        assert statistics.MAX_SET_ASIDE_LISTED == MAX_SET_ASIDE_LISTED
-        data = monitor_records(_many_mixed_groups(MAX_SET_ASIDE_LISTED + 50)).to_dict()
-        assert len(data["set_aside"]) == MAX_SET_ASIDE_LISTED
-        assert data["set_aside_count"] == MAX_SET_ASIDE_LISTED + 50 and data["set_aside_left_out"] == 50
-        assert data["steps"][0]["set_aside_groups"] == MAX_SET_ASIDE_LISTED + 50  # the step's count is exact
+        assert statistics.MAX_LISTED == MAX_LISTED
+        data = monitor_records(_many_mixed_groups(MAX_LISTED + 50)).to_dict()
+        assert len(data["set_aside"]) == MAX_LISTED
+        assert data["set_aside_count"] == MAX_LISTED + 50 and data["set_aside_left_out"] == 50
+        assert data["steps"][0]["set_aside_groups"] == MAX_LISTED + 50  # the step's count is exact
         small = monitor_records(_many_mixed_groups(3)).to_dict()
         assert (len(small["set_aside"]), small["set_aside_count"], small["set_aside_left_out"]) == (3, 3, 0)
 
     def test_one_group_of_many_tasks_lists_a_hundred(self):
-        data = monitor_records(_many_mixed_groups(1, tasks=MAX_SET_ASIDE_LISTED + 7)).to_dict()
+        data = monitor_records(_many_mixed_groups(1, tasks=MAX_LISTED + 7)).to_dict()
         (entry,) = data["set_aside"]
-        assert len(entry["tasks"]) == MAX_SET_ASIDE_LISTED and entry["task_count"] == MAX_SET_ASIDE_LISTED + 7
-        assert entry["records"] == 2 * (MAX_SET_ASIDE_LISTED + 7)
+        assert len(entry["tasks"]) == MAX_LISTED and entry["task_count"] == MAX_LISTED + 7
+        assert entry["records"] == 2 * (MAX_LISTED + 7)
 
     def test_monitor_and_report_json_and_page(self, tmp_path, cli):
-        path = write(tmp_path / "records.jsonl", _many_mixed_groups(MAX_SET_ASIDE_LISTED + 50))
+        path = write(tmp_path / "records.jsonl", _many_mixed_groups(MAX_LISTED + 50))
         page = tmp_path / "report.html"
         for args in (["monitor", path, "--no-write-alarms", "--json"], ["report", path, "--out", page, "--json"]):
             result = cli(*args)
             assert result.exit_code == 0, result.output
             data = json.loads(result.stdout)
-            assert len(data["set_aside"]) == MAX_SET_ASIDE_LISTED, args[0]
-            assert data["set_aside_count"] == MAX_SET_ASIDE_LISTED + 50 and data["set_aside_left_out"] == 50
-            assert f"{MAX_SET_ASIDE_LISTED + 50 - 20} more group(s) like these" in result.stderr, args[0]
-        assert f"… and {MAX_SET_ASIDE_LISTED + 50 - 20} more group(s) set aside" in page.read_text()
+            assert len(data["set_aside"]) == MAX_LISTED, args[0]
+            assert data["set_aside_count"] == MAX_LISTED + 50 and data["set_aside_left_out"] == 50
+            assert f"{MAX_LISTED + 50 - 20} more group(s) like these" in result.stderr, args[0]
+        assert f"… and {MAX_LISTED + 50 - 20} more group(s) set aside" in page.read_text()
 
 
 class TestTheChartDrawsNamesAsTheyAre:
@@ -91,3 +91,25 @@ class TestTheChartDrawsNamesAsTheyAre:
         titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
         assert sorted(titles) == sorted(["a\\$\\frac{\\$b", "\\$x\\$", "\\x1b[2J\\u202eback", "aggregate"])
         assert figure._suptitle.get_text().startswith("run run\\$\\sqrt{\\$: ")
+
+
+class TestUnreadableIsCapped:
+    """``monitor`` and ``report`` printed one stderr line per unreadable record and listed every one under
+    ``unreadable`` in ``--json``: a file of another format (every line refused) printed and carried a million of
+    them. They name the first twenty on stderr and list the first hundred in the JSON now, with the exact count
+    (``unreadable_count``) and how many are left out (``unreadable_left_out``)."""
+
+    def test_monitor_and_report(self, tmp_path, cli):
+        good = [_record(0, f"g{g}", f"r{g}-{i}", f"t{g}", 1.0, float(i % 2)) for g in range(4) for i in range(4)]
+        lines = [json.dumps(row) for row in good] + ['{"not": "a record"}'] * (MAX_LISTED + 30)
+        path = tmp_path / "records.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        for args in (["monitor", path, "--no-write-alarms", "--json"], ["report", path, "--json"]):
+            result = cli(*args)
+            assert result.exit_code == 0, result.output
+            data = json.loads(result.stdout)
+            assert len(data["unreadable"]) == MAX_LISTED and data["unreadable"][0]["key"] == f"{path}:17"
+            assert data["unreadable_count"] == MAX_LISTED + 30 and data["unreadable_left_out"] == 30
+            named = [line for line in result.stderr.splitlines() if line.startswith("skipped unreadable record")]
+            assert len(named) == 20 and named[0].startswith(f"skipped unreadable record {path}:17: ")
+            assert f"skipped {MAX_LISTED + 30 - 20} more unreadable record(s)" in result.stderr
