@@ -36,11 +36,13 @@ from rewardpipe.components import (
 )
 from rewardpipe.gc_pause import paused_gc
 from rewardpipe.models import (
+    MAX_METRIC_TEXT_CHARS,
     MAX_SCORE_MAGNITUDE,
     ErrorInfo,
     Message,
     MetricValue,
     checked_score,
+    cut_text,
     recordable_metrics,
     score_problem,
 )
@@ -51,6 +53,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: The longest exception line a ``component_raised`` error keeps (characters).
 RAISED_MESSAGE_CHARS = 300
+
+
+def _kept(error: ErrorInfo) -> ErrorInfo:
+    """An ``explain_error``'s error as a record keeps it: its message cut to ``MAX_METRIC_TEXT_CHARS`` with a note
+    of its length, as a text metric is. It may quote the model's answer: a message holding the whole of a
+    300,000-character answer was stored in the record (and every answer naming it) whole."""
+    if len(error.message) <= MAX_METRIC_TEXT_CHARS:
+        return error
+    return error.model_copy(update={"message": cut_text(error.message, MAX_METRIC_TEXT_CHARS)})
 
 
 class Transcript:
@@ -621,13 +632,15 @@ class Reward:
             return ErrorInfo(
                 kind="component_unavailable", message=f"{missing} (explain_error raised {first_line(exc)})"
             )
-        if error is None or isinstance(error, ErrorInfo):
-            return error or ErrorInfo(kind="component_unavailable", message=missing)
+        if error is None:
+            return ErrorInfo(kind="component_unavailable", message=missing)
+        if isinstance(error, ErrorInfo):
+            return _kept(error)
         # Anything else (a text, a dict, a tuple) would fail the record's validation and the batch with it: a
         # dict of ErrorInfo's fields is read as one, the rest is named.
         if isinstance(error, Mapping):
             try:
-                return ErrorInfo.model_validate(dict(error))
+                return _kept(ErrorInfo.model_validate(dict(error)))
             except ValueError:  # pydantic's ValidationError is a ValueError
                 pass
         return ErrorInfo(

@@ -113,3 +113,30 @@ class TestUnreadableIsCapped:
             named = [line for line in result.stderr.splitlines() if line.startswith("skipped unreadable record")]
             assert len(named) == 20 and named[0].startswith(f"skipped unreadable record {path}:17: ")
             assert f"skipped {MAX_LISTED + 30 - 20} more unreadable record(s)" in result.stderr
+
+
+class TestAnExplainedErrorIsCut:
+    """An ``explain_error`` quoting the model's answer in its message put the whole answer into the record's error
+    (a 300,000-character answer: a 300 KB record, and the same text in ``score``'s summary source and every Nova
+    answer naming it). Its message is cut to 2,000 characters now, with a note of its length, as a text metric
+    is (a raised component's line is cut to 300)."""
+
+    def test_score_keeps_a_cut_message(self, tmp_path, cli):
+        reward_file = tmp_path / "quoting.py"
+        reward_file.write_text(
+            "from rewardpipe.models import ErrorInfo\n"
+            "from rewardpipe.rewards.base import Component, Reward\n"
+            "REWARD = Reward('quoting', (Component('main', 1.0, lambda completion: None),),\n"
+            "    explain_error=lambda completion: {'kind': 'unparsable', 'message': 'cannot read ' + completion})\n"
+        )
+        answer = "\x1b[2J" + "A" * 300_000
+        sample = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": answer}]}
+        samples = tmp_path / "samples.jsonl"
+        samples.write_text(json.dumps(sample) + "\n")
+        result = cli("score", samples, "--reward", f"{reward_file}:REWARD", "--out", tmp_path / "store", "--json")
+        (line,) = result.stdout.splitlines()
+        error = json.loads(line)["error"]
+        assert error["kind"] == "unparsable" and error["message"].startswith("cannot read \x1b[2JAAA")
+        assert len(error["message"]) <= 2000 and error["message"].endswith("[cut: 300,016 characters]")
+        (stored,) = (tmp_path / "store").rglob("runs/scored/step=0/**/line-1.json")
+        assert stored.stat().st_size < 4000
