@@ -658,17 +658,38 @@ def _parse_numbered(lines: Iterable[str], model: type[M], source: str) -> Iterat
 def load_task_rows(path: str | Path, model: type[M]) -> list[M]:
     """Load a task JSONL file as rows of ``model`` (an environment's ``task_model``); a bad line raises
     :class:`InputFileError` naming the file, the line and the field, and so does a repeated ``task_id``."""
+    rows, problems = read_task_rows(path, model)
+    if problems:
+        raise InputFileError(problems[0][1])
+    return rows
+
+
+def read_task_rows(path: str | Path, model: type[M]) -> tuple[list[M], list[tuple[int, str]]]:
+    """The valid rows of a task JSONL file as ``model``, and ``(line, problem)`` for every line that is not one
+    (not UTF-8, not JSON, a field wrong: ``file:line`` and the field), then for every repeated ``task_id``.
+    Opening errors propagate (OSError)."""
     path = Path(path)
-    numbered = list(_parse_numbered(read_lines(path), model, str(path)))
+    numbered: list[tuple[int, M]] = []
+    problems: list[tuple[int, str]] = []
+    with open_input(path) as fh:
+        for lineno, _, row, problem in validated_lines(fh, path, model):
+            if row is None:
+                problems.append((lineno, problem or f"{path}:{lineno}: not a task row"))
+            else:
+                numbered.append((lineno, row))
     first: dict[str, tuple[str, int]] = {}  # same_text(task_id) -> (task_id, line)
     for lineno, task in numbered:
         task_id = task.task_id  # type: ignore[attr-defined]
         first_id, first_line = first.setdefault(same_text(task_id), (task_id, lineno))
         if first_line != lineno:
-            raise InputFileError(
-                f"{path}:{lineno}: duplicate task_id '{task_id[:80]}' ({repeated_id(task_id, first_id, first_line)})"
+            problems.append(
+                (
+                    lineno,
+                    f"{path}:{lineno}: duplicate task_id '{task_id[:80]}' "
+                    f"({repeated_id(task_id, first_id, first_line)})",
+                )
             )
-    return [task for _, task in numbered]
+    return [task for _, task in numbered], problems
 
 
 def load_tasks(path: str | Path) -> list[Any]:

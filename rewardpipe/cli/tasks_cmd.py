@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
 from rewardpipe.cli.application import app, error_line, fail, markup_safe
-from rewardpipe.cli.common import DEFAULT_ENV, check_output_file, environment_or_fail, load_tasks_or_fail
+from rewardpipe.cli.common import (
+    DEFAULT_ENV,
+    check_output_file,
+    environment_or_fail,
+    load_tasks_or_fail,
+    task_model_hint,
+)
 from rewardpipe.execution.runtime.harness import is_test_method, parse_python
-from rewardpipe.models import InputFileError, Task
+from rewardpipe.models import InputFileError, Task, read_task_rows
 
 tasks_app = typer.Typer(
     name="tasks",
@@ -55,6 +62,29 @@ def task_problems(task: Task) -> list[str]:
     return problems
 
 
+#: Most bad lines ``tasks validate`` names (the rest are counted).
+SHOWN_BAD_LINES = 100
+
+
+def refuse_bad_lines(file: Path, env: Any) -> None:
+    """Exit 1 naming every bad line of the task file (file:line and field; a repeated task_id), not only the first
+    as a run does: a validator that stops at the first made a file of many bad rows one re-run per row. A file
+    that cannot be opened is left to :func:`load_tasks_or_fail`, which names why."""
+    try:
+        _, problems = read_task_rows(file, env.task_model)
+    except (OSError, InputFileError):
+        return
+    if not problems:
+        return
+    problems.sort()
+    for index, (_, problem) in enumerate(problems[:SHOWN_BAD_LINES]):
+        error_line(problem + (task_model_hint(env, problem) if index == 0 else ""))
+    if len(problems) > SHOWN_BAD_LINES:
+        error_line(f"{file}: {len(problems) - SHOWN_BAD_LINES} more bad line(s)")
+    error_line(f"{file}: {len(problems)} bad line(s); no task was checked further")
+    raise typer.Exit(1)
+
+
 @tasks_app.command("validate")
 def validate(
     file: Path = typer.Argument(..., help="Task JSONL file to check."),
@@ -63,9 +93,10 @@ def validate(
     ),
 ) -> None:
     """Load a task file as the environment's task rows and check each ask-before-coding task's code parses (and
-    any task's hidden tests); prints 'N tasks OK' or what is wrong."""
+    any task's hidden tests); prints 'N tasks OK' or what is wrong (every bad line, not only the first)."""
     env = environment_or_fail(env_name)
     coding = issubclass(env.task_model, Task)  # task_problems says more of these than "the tests cannot run"
+    refuse_bad_lines(file, env)
     tasks = load_tasks_or_fail(file, env=env, runnable=not coding)
     found = [(task.task_id, problem) for task in tasks if isinstance(task, Task) for problem in task_problems(task)]
     if found:

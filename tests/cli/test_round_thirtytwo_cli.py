@@ -140,3 +140,30 @@ class TestAnExplainedErrorIsCut:
         assert len(error["message"]) <= 2000 and error["message"].endswith("[cut: 300,016 characters]")
         (stored,) = (tmp_path / "store").rglob("runs/scored/step=0/**/line-1.json")
         assert stored.stat().st_size < 4000
+
+
+class TestTasksValidateNamesEveryBadLine:
+    """``tasks validate`` stopped at the first bad line of a task file (as a run must), so a file of many bad rows
+    took one re-run per row to clean. It names every bad line now (file:line and field, a repeated task_id too),
+    then says how many, and exits 1; a run still refuses the file at its first."""
+
+    def test_every_bad_line_is_named(self, tmp_path, cli):
+        from tests.cli.conftest import make_task, write_jsonl
+
+        rows = [
+            make_task("one"),
+            make_task("bad\x1b[2J"),
+            "not json",
+            make_task("two", spec="not a list"),
+            make_task("one"),
+            make_task("three"),
+        ]
+        path = write_jsonl(tmp_path / "tasks.jsonl", rows)
+        result = cli("tasks", "validate", path)
+        assert result.exit_code == 1
+        lines = result.stderr.splitlines()
+        assert [line.split(": ", 2)[1].split(" ")[0] for line in lines[:4]] == [f"{path}:{n}" for n in (2, 3, 4, 5)]
+        assert "field 'task_id'" in lines[0] and "\x1b" not in result.stderr
+        assert "not valid JSON" in lines[1] and "field 'spec'" in lines[2]
+        assert "duplicate task_id 'one' (first on line 1)" in lines[3]
+        assert lines[4].endswith("4 bad line(s); no task was checked further")
