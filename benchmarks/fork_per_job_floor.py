@@ -1,6 +1,6 @@
 """The floor under issue 19's CLI goal: the least any fork-per-job design takes for the same batch, start-up included.
 
-Three ways to run HumanEval x2 (the 164 canonical solutions twice, 328 jobs, 2 workers), interleaved round by
+Four ways to run HumanEval x2 (the 164 canonical solutions twice, 328 jobs, 2 workers), interleaved round by
 round, each from a fresh process as a user runs it:
 
 * ``blog``: the blog's harness, a new interpreter per job, 2 threads (benchmarks/blog_harness.py);
@@ -9,6 +9,9 @@ round, each from a fresh process as a user runs it:
   freezes its objects, then per job forks a child that runs the code and the tests in one process and reports
   one byte. No isolation of any kind, no trusted runner, no result records, no checks between jobs: a design
   nobody should run model code with, measured only as the bound under every design that forks per job;
+* ``split floor``: the floor with the tests moved out of the model's process: the server runs them, and each call
+  of the model's functions is one round trip to the child over a socket (marshal both ways). What keeping the
+  tests apart costs at the least, whatever else a design adds;
 * ``rewardpipe``: ``rewardpipe exec --batch --workers 2 --json``, every layer on.
 
 It prints the median wall time of each, the ratios, and what the goal (8x the blog) leaves: the most
@@ -70,13 +73,82 @@ for line in jobs:
 )
 
 
-def floor_batch(path: str, workers: int, interpreter: str) -> int:
-    """The batch through ``workers`` floor servers started now; returns the jobs that passed."""
+# The split-trust floor: as FLOOR_SERVER, but the child runs only the model's code and the tests run in the server,
+# calling the child's function through a socket (one round trip per call, marshal both ways) as a split-trust design
+# must. Still no isolation, no separate trusted runner, no records: the least any design that keeps the tests out of
+# the model's process pays, measured to see how much of the gap to the floor split trust alone accounts for.
+SPLIT_FLOOR_SERVER = (
+    """
+import gc, importlib, json, marshal, os, socket, struct, sys
+modules = json.loads(sys.argv[1])
+"""
+    + IMPORT_AND_FREEZE
+    + r"""
+jobs, answers = os.fdopen(0, "rb"), os.fdopen(1, "wb", buffering=0)
+HEADER = struct.Struct("<I")
+
+def send(sock, value):
+    body = marshal.dumps(value)
+    sock.sendall(HEADER.pack(len(body)) + body)
+
+def receive(sock):
+    header = sock.recv(4, socket.MSG_WAITALL)
+    if len(header) < 4:
+        return None
+    size, = HEADER.unpack(header)
+    return marshal.loads(sock.recv(size, socket.MSG_WAITALL) if size else b"")
+
+for line in jobs:
+    job = json.loads(line)
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        ours.close()
+        try:
+            namespace = {}
+            exec(compile(job["code"], "<model code>", "exec"), namespace)
+            # the tests may call any function the code defines (HumanEval's call helpers such as poly)
+            send(theirs, [name for name, value in namespace.items() if callable(value) and name[:1] != "_"])
+            while (request := receive(theirs)) is not None:
+                name, args, kwargs = request
+                try:
+                    send(theirs, (True, namespace[name](*args, **kwargs)))
+                except BaseException as exc:
+                    send(theirs, (False, repr(exc)))
+        except BaseException:
+            pass
+        os._exit(0)
+    theirs.close()
+    verdict = b"0"
+    try:
+        def stub(name):
+            def call(*args, **kwargs):
+                send(ours, (name, args, kwargs))
+                answer = receive(ours)
+                if answer is None or not answer[0]:
+                    raise RuntimeError(answer)
+                return answer[1]
+            return call
+        namespace = {name: stub(name) for name in receive(ours)}
+        exec(compile(job["tests"], "<tests>", "exec"), namespace)
+        namespace["check"](namespace[job["entry_point"]])
+        verdict = b"1"
+    except BaseException:
+        pass
+    ours.close()
+    os.waitpid(pid, 0)
+    answers.write(verdict)
+"""
+)
+
+
+def floor_batch(path: str, workers: int, interpreter: str, server: str = FLOOR_SERVER) -> int:
+    """The batch through ``workers`` floor servers (``server``'s code) started now; returns the jobs that passed."""
     with open(path, "rb") as handle:
         lines = handle.read().splitlines(keepends=True)
-    servers = [
+    processes = [
         subprocess.Popen(
-            [interpreter, "-I", "-c", FLOOR_SERVER, json.dumps(PREIMPORTS)],
+            [interpreter, "-I", "-c", server, json.dumps(PREIMPORTS)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -87,15 +159,15 @@ def floor_batch(path: str, workers: int, interpreter: str) -> int:
     shares = [lines[index::workers] for index in range(workers)]
     for position in range(max(len(share) for share in shares)):
         sent = []
-        for server, share in zip(servers, shares, strict=True):
+        for process, share in zip(processes, shares, strict=True):
             if position < len(share):
-                server.stdin.write(share[position])
-                server.stdin.flush()
-                sent.append(server)
-        passed += sum(server.stdout.read(1) == b"1" for server in sent)
-    for server in servers:
-        server.stdin.close()
-        server.wait()
+                process.stdin.write(share[position])
+                process.stdin.flush()
+                sent.append(process)
+        passed += sum(process.stdout.read(1) == b"1" for process in sent)
+    for process in processes:
+        process.stdin.close()
+        process.wait()
     return passed
 
 
@@ -108,13 +180,14 @@ def main() -> None:
     jobs = humaneval_jobs()
     batch = jobs * 2
     path = write_jobs(jobs, 2)
-    seconds: dict[str, list[float]] = {"blog": [], "floor": [], "rewardpipe": []}
+    seconds: dict[str, list[float]] = {"blog": [], "floor": [], "split floor": [], "rewardpipe": []}
     passed: dict[str, int] = {}
     try:
         for number in range(1, args.rounds + 1):
             for name, run in (
                 ("blog", lambda: blog_batch(batch, args.workers)),
                 ("floor", lambda: floor_batch(path, args.workers, args.interpreter)),
+                ("split floor", lambda: floor_batch(path, args.workers, args.interpreter, SPLIT_FLOOR_SERVER)),
                 ("rewardpipe", lambda: cli_batch(path, args.workers)),
             ):
                 spent, passed[name] = timed(run)
@@ -133,6 +206,8 @@ def main() -> None:
         print(f"  {name:11s} {median[name]:6.2f} s  ({passed[name]}/{len(batch)} passed)")
     print(f"  blog / floor       : {median['blog'] / median['floor']:5.2f}x  (a fork per job and nothing else)")
     print(f"  blog / rewardpipe  : {median['blog'] / median['rewardpipe']:5.2f}x")
+    split = median["split floor"] / median["floor"]
+    print(f"  split floor / floor: {split:5.2f}  (the tests out of the model's process)")
     print(f"  rewardpipe / floor : {median['rewardpipe'] / median['floor']:5.2f}")
     allowed = median["blog"] / GOAL
     print(
