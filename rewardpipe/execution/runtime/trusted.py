@@ -139,6 +139,8 @@ class Connection:
     def _request(self, message: dict) -> dict:
         if self.dead:
             raise ModelProcessDied(self.dead)
+        if FOREIGN_PATCHES and self.boundary_error is None:
+            self.boundary_error = _UNSEEN_PATCH  # (the model's code runs while the tests patch what it may read)
         changed = self.links.changed()  # what the tests did to the containers linked to the model's (wire.Links)
         if changed:
             message = {**message, "sy": changed}
@@ -2246,6 +2248,64 @@ def _names_used_as_exceptions(source: str) -> frozenset[str]:
     return frozenset(used)
 
 
+# Round thirty-two: the patches the tests have active (by id) that change what code in this process reads of the
+# standard library (mock.patch of ``time.time``, ``builtins.input``, patch.dict of ``os.environ``): the model's code,
+# in its own process, never sees them, so a right answer that reads the patched value failed silently (a 0). A call to
+# the model's code while one is active is a loud ``error`` naming the fallback, whatever the answer (the shape is the
+# task's). Not counted: a patch of the model's own objects (it goes through the boundary), of ``sys.stdout``/``stderr``
+# (replayed), and of the tests' own module, classes and objects.
+FOREIGN_PATCHES: set[int] = set()
+_UNSEEN_PATCH = "the hidden tests call the model's code while they patch what it may read, in another process"
+_REPLAYED_STREAMS = frozenset({"stdout", "stderr"})
+
+
+def _patch_reaches_other_code(target, attribute) -> bool:
+    if issubclass(type(target), Remote) or (target is sys and attribute in _REPLAYED_STREAMS):
+        return False
+    owner = target if isinstance(target, (type, types.ModuleType)) else type(target)
+    return getattr(owner, "__module__" if isinstance(owner, type) else "__name__", None) != "hidden_tests"
+
+
+def _watch_patches() -> None:
+    """Keep :data:`FOREIGN_PATCHES` for this job: wraps mock's patchers once per runner (when tests mention mock)."""
+    from unittest import mock
+
+    patch, patch_dict = mock._patch, mock._patch_dict  # (what mock.patch and patch.dict return)
+    if getattr(patch, "_rp_watched", False):
+        return
+    enter, leave = patch.__enter__, patch.__exit__
+    apply, undo = getattr(patch_dict, "_patch_dict"), getattr(patch_dict, "_unpatch_dict")  # noqa: B009
+
+    def watched_enter(self):
+        value = enter(self)
+        if _patch_reaches_other_code(self.target, self.attribute):
+            FOREIGN_PATCHES.add(id(self))
+        return value
+
+    def watched_exit(self, *exc_info):
+        FOREIGN_PATCHES.discard(id(self))
+        return leave(self, *exc_info)
+
+    def watched_apply(self):
+        applied = apply(self)
+        if self.in_dict is os.environ or self.in_dict is sys.modules:
+            FOREIGN_PATCHES.add(id(self))
+        return applied
+
+    def watched_undo(self):
+        FOREIGN_PATCHES.discard(id(self))
+        return undo(self)
+
+    for owner, name, function in (
+        (patch, "__enter__", watched_enter),
+        (patch, "__exit__", watched_exit),
+        (patch_dict, "_patch_dict", watched_apply),
+        (patch_dict, "_unpatch_dict", watched_undo),
+        (patch, "_rp_watched", True),
+    ):
+        setattr(owner, name, function)
+
+
 def _needs_inprocess(conn: Connection) -> str:
     return (
         f"the hidden tests need the in-process fallback ({conn.boundary_error}); run this task with "
@@ -2267,6 +2327,7 @@ _ASYNC_WORDS = re.compile(r"\b(?:async|await|asyncio)\b")
 
 
 def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
+    FOREIGN_PATCHES.clear()  # (a patch an earlier job's tests left started is not this job's)
     tests = _read_fd(tests_fd)
     tests_format = job["tests_format"]
     entry_point = job["entry_point"]
@@ -2487,6 +2548,8 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
         namespace[helper] = namespace.get(_REWRITTEN_NAMES[helper], function)
     calls_before_tests = conn.calls
     candidate = namespace.get(entry_point, harness.MISSING)  # before the tests' own names (a ``def check``)
+    if "mock" in tests:
+        _watch_patches()
     try:
         exec(code, module.__dict__)
     except Exception as exc:  # noqa: BLE001
