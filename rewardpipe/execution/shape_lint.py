@@ -261,6 +261,53 @@ def process_state_findings(tree: ast.Module) -> list[str]:
     return found
 
 
+# Calls that measure, in the process they run in, the code called after them (round thirty-two): its CPU time, its
+# allocations, its calls. Under split trust they measure the runner; each call to the model's code while they measure
+# is an error naming the in-process fallback (trusted.WATCHED).
+_MEASURING_CALLS = {
+    "time.process_time": "CPU time",
+    "time.process_time_ns": "CPU time",
+    "time.thread_time": "CPU time",
+    "time.thread_time_ns": "CPU time",
+    "resource.getrusage": "CPU time",
+    "os.times": "CPU time",
+    "tracemalloc.start": "allocations",
+    "sys.setprofile": "calls",
+    "sys.settrace": "calls",
+    "threading.setprofile": "calls",
+    "threading.settrace": "calls",
+    "cProfile.run": "calls",
+    "cProfile.runctx": "calls",
+    "cProfile.Profile": "calls",
+    "profile.run": "calls",
+    "profile.runctx": "calls",
+    "profile.Profile": "calls",
+}
+_CPU_CLOCK_NAMES = {"CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID"}
+
+
+def measurement_findings(tree: ast.Module) -> list[str]:
+    """Tests that measure the code they call from their own process (CPU time, allocations, calls)."""
+    found = []
+    aliases = _import_aliases(tree)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        dotted = _resolved(_dotted(node.func), aliases)
+        what = next((text for name, text in _MEASURING_CALLS.items() if dotted == name), None)
+        if what is None and dotted in ("time.clock_gettime", "time.clock_gettime_ns") and node.args:
+            clock = _resolved(_dotted(node.args[0]), aliases)
+            what = "CPU time" if clock.rpartition(".")[2] in _CPU_CLOCK_NAMES else None
+        if what:
+            found.append(
+                f"tests line {node.lineno}: the test measures {what} in the tests' process ({dotted}), but under split "
+                "trust the model's code runs in another process, so it would measure the runner: every run that calls "
+                "the model's code while measuring is an error naming the in-process fallback; set "
+                "trust_mode='inprocess' (weaker) or bound the cost by wall-clock time"
+            )
+    return found
+
+
 def _replayed_object(node: ast.Call) -> bool:
     """``patch.object(sys, "stdout", ...)``: replayed, like patch("sys.stdout")."""
     return (
@@ -1478,6 +1525,7 @@ def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "u
     split = (
         split_trust_findings(tree)
         + process_state_findings(tree)
+        + measurement_findings(tree)
         + model_context_findings(tree)
         + model_type_findings(tree)
         + created_file_findings(tree, model)

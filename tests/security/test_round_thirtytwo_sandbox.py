@@ -88,3 +88,103 @@ def test_patches_that_reach_the_model_or_never_concern_it_still_score(executor, 
     code, body = PATCHES_THAT_HOLD[name]
     result = _run(executor, name, code, _patch_tests(body))
     assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+# --- what the tests measure of the model's code from their own process -------------------------------------------
+
+QUADRATIC = (
+    "def f(n):\n    s = 0\n    for i in range(n):\n        for j in range(n):\n            s += 1\n    return s\n"
+)
+LINEAR = "def f(n):\n    return n * n\n"
+LIST_BUILDER = "def f(n):\n    xs = list(range(n))\n    return len(xs)\n"
+COUNTING = "def f(n):\n    return n\n"
+EXPONENTIAL = "def f(n):\n    return n if n < 2 else f(n - 1) + f(n - 2)\n"
+MEMOIZED = "import functools\n@functools.lru_cache(None)\ndef f(n):\n    return n if n < 2 else f(n - 1) + f(n - 2)\n"
+
+# (tests body, a wrong answer that one process fails and split trust passed, a right answer)
+MEASURED = {
+    "CPU time by time.process_time": (
+        "start = time.process_time()\nself.assertEqual(f(2500), 6250000)\n"
+        "self.assertLess(time.process_time() - start, 0.05)",
+        QUADRATIC,
+        LINEAR,
+    ),
+    "CPU time by resource.getrusage": (
+        "import resource\nbefore = resource.getrusage(resource.RUSAGE_SELF).ru_utime\n"
+        "self.assertEqual(f(2500), 6250000)\n"
+        "self.assertLess(resource.getrusage(resource.RUSAGE_SELF).ru_utime - before, 0.05)",
+        QUADRATIC,
+        LINEAR,
+    ),
+    "allocations by tracemalloc": (
+        "import tracemalloc\ntracemalloc.start()\ntry:\n    self.assertEqual(f(10**6), 10**6)\n"
+        "    peak = tracemalloc.get_traced_memory()[1]\nfinally:\n    tracemalloc.stop()\n"
+        "self.assertLess(peak, 100_000)",
+        LIST_BUILDER,
+        COUNTING,
+    ),
+    "calls counted by sys.setprofile": (
+        "calls = []\nsys.setprofile(lambda frame, event, arg: calls.append(1) if event == 'call' else None)\n"
+        "try:\n    self.assertEqual(f(20), 6765)\nfinally:\n    sys.setprofile(None)\nself.assertLess(len(calls), 100)",
+        EXPONENTIAL,
+        MEMOIZED,
+    ),
+}
+
+
+def _measuring_tests(body: str) -> str:
+    return "import sys, time, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n" + (
+        textwrap.indent(body, " " * 8) + "\n"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(MEASURED))
+def test_tests_measuring_the_models_code_in_their_own_process_are_a_loud_error(executor, name):
+    """The runner's CPU time, allocations and calls are not the model's code's: a wrong answer passed a test of its
+    cost that one process fails."""
+    body, wrong, right = MEASURED[name]
+    for answer in (wrong, right):
+        result = _run(executor, name, answer, _measuring_tests(body))
+        assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
+        assert "in-process fallback" in result.reason, result.reason
+
+
+def test_measuring_only_the_tests_own_work_still_scores(executor):
+    body = (
+        "self.assertEqual(f(3), 9)\nstart = time.process_time()\nsum(range(1000))\n"
+        "self.assertGreaterEqual(time.process_time() - start, 0)\nsys.setprofile(None)"
+    )
+    result = _run(executor, "after the calls", LINEAR, _measuring_tests(body))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def _findings(tests: str) -> list[str]:
+    from rewardpipe.execution.shape_lint import shape_findings
+
+    return shape_findings(tests)
+
+
+@pytest.mark.parametrize("name", sorted(MEASURED))
+def test_doctor_names_tests_that_measure_the_models_code(name):
+    found = _findings(_measuring_tests(MEASURED[name][0]))
+    assert any("measures" in item and "another process" in item for item in found), found
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "from time import process_time as cpu\nstart = cpu()",
+        "import cProfile\ncProfile.run('f(3)')",
+        "import threading\nthreading.setprofile(print)",
+        "import os\nused = os.times().user",
+        "used = time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)",
+    ],
+)
+def test_doctor_names_every_way_of_measuring(line):
+    found = _findings(_measuring_tests(line + "\nself.assertEqual(f(3), 9)"))
+    assert any("measures" in item for item in found), found
+
+
+def test_doctor_leaves_wall_clock_timing_alone():
+    found = _findings(_measuring_tests("start = time.perf_counter()\nself.assertEqual(f(3), 9)\ntime.monotonic()"))
+    assert not any("measures" in item for item in found), found

@@ -139,8 +139,8 @@ class Connection:
     def _request(self, message: dict) -> dict:
         if self.dead:
             raise ModelProcessDied(self.dead)
-        if FOREIGN_PATCHES and self.boundary_error is None:
-            self.boundary_error = _UNSEEN_PATCH  # (the model's code runs while the tests patch what it may read)
+        if WATCHED[0] and self.boundary_error is None:  # (only for tests that patch or measure: see _watch)
+            self.boundary_error = _unseen_by_the_model()
         changed = self.links.changed()  # what the tests did to the containers linked to the model's (wire.Links)
         if changed:
             message = {**message, "sy": changed}
@@ -2257,6 +2257,74 @@ def _names_used_as_exceptions(source: str) -> frozenset[str]:
 FOREIGN_PATCHES: set[int] = set()
 _UNSEEN_PATCH = "the hidden tests call the model's code while they patch what it may read, in another process"
 _REPLAYED_STREAMS = frozenset({"stdout", "stderr"})
+# And what the tests measure, from their own process, of the code they call: its CPU time (time.process_time,
+# resource.getrusage...), its allocations (tracemalloc), its calls (sys.setprofile, sys.settrace, cProfile). Under split
+# trust they measure the runner instead, so a wrong answer passed a test of its cost that one process fails (an O(n^2)
+# loop under a CPU-time bound, a list of a million items under a tracemalloc peak, an unmemoised recursion under a call
+# count). A call to the model's code while tracing or profiling is on, or after the tests read the CPU time during
+# the job, is the same loud error. Watched only for tests whose source names one of these (WATCHED, per job).
+WATCHED = [False]
+CPU_TIME_READ = [False]  # the tests read this process's CPU time during the current job
+_WATCH_WORDS = re.compile(
+    r"mock|patch|tracemalloc|settrace|setprofile|[Pp]rofile|process_time|thread_time|getrusage|times|clock_gettime"
+)
+_CPU_CLOCKS = frozenset(getattr(time, name, -1) for name in ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID")) - {
+    -1
+}
+
+
+def _unseen_by_the_model() -> str | None:
+    """Why a call to the model's code now would not be what the tests see in one process (None: it would)."""
+    if FOREIGN_PATCHES:
+        return _UNSEEN_PATCH
+    tracing = sys.modules.get("tracemalloc")
+    if tracing is not None and tracing.is_tracing():
+        return "the hidden tests trace allocations (tracemalloc) of the model's code, which runs in another process"
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return "the hidden tests profile or trace the model's code, which runs in another process"
+    if CPU_TIME_READ[0]:
+        return "the hidden tests measure the CPU time of the model's code, which runs in another process"
+    return None
+
+
+def _watch(tests: str) -> None:
+    """Per job: whether :func:`_unseen_by_the_model` is asked at each call, and its hooks in place if so."""
+    FOREIGN_PATCHES.clear()
+    CPU_TIME_READ[0] = False
+    WATCHED[0] = _WATCH_WORDS.search(tests) is not None
+    if WATCHED[0]:
+        _watch_patches()
+        _watch_cpu_time()
+
+
+def _watch_cpu_time() -> None:
+    """Mark :data:`CPU_TIME_READ` when code of the current job reads this process's CPU time (once per runner)."""
+    import resource
+
+    for module, name in (
+        (time, "process_time"),
+        (time, "process_time_ns"),
+        (time, "thread_time"),
+        (time, "thread_time_ns"),
+        (time, "clock_gettime"),
+        (time, "clock_gettime_ns"),
+        (os, "times"),
+        (resource, "getrusage"),
+    ):
+        original = getattr(module, name, None)
+        if original is not None and not getattr(original, "_rp_watched", False):
+            setattr(module, name, _cpu_time_reader(original, name.startswith("clock_")))
+
+
+def _cpu_time_reader(original: Callable, by_clock: bool) -> Callable:
+    def watched(*args, **kwargs):
+        if _ACTIVE[0] is not None and (not by_clock or (args and args[0] in _CPU_CLOCKS)):
+            CPU_TIME_READ[0] = True
+        return original(*args, **kwargs)
+
+    functools.update_wrapper(watched, original)
+    watched._rp_watched = True  # type: ignore[attr-defined]
+    return watched
 
 
 def _patch_reaches_other_code(target, attribute) -> bool:
@@ -2267,7 +2335,7 @@ def _patch_reaches_other_code(target, attribute) -> bool:
 
 
 def _watch_patches() -> None:
-    """Keep :data:`FOREIGN_PATCHES` for this job: wraps mock's patchers once per runner (when tests mention mock)."""
+    """Keep :data:`FOREIGN_PATCHES`: wraps mock's patchers (once per runner)."""
     from unittest import mock
 
     patch, patch_dict = mock._patch, mock._patch_dict  # (what mock.patch and patch.dict return)
@@ -2327,8 +2395,8 @@ _ASYNC_WORDS = re.compile(r"\b(?:async|await|asyncio)\b")
 
 
 def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
-    FOREIGN_PATCHES.clear()  # (a patch an earlier job's tests left started is not this job's)
     tests = _read_fd(tests_fd)
+    _watch(tests)  # (a patch an earlier job's tests left started is not this job's)
     tests_format = job["tests_format"]
     entry_point = job["entry_point"]
     code, names, expected = _prepared_tests(tests, tests_format)
@@ -2548,8 +2616,6 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
         namespace[helper] = namespace.get(_REWRITTEN_NAMES[helper], function)
     calls_before_tests = conn.calls
     candidate = namespace.get(entry_point, harness.MISSING)  # before the tests' own names (a ``def check``)
-    if "mock" in tests:
-        _watch_patches()
     try:
         exec(code, module.__dict__)
     except Exception as exc:  # noqa: BLE001
