@@ -255,8 +255,9 @@ def process_state_findings(tree: ast.Module) -> list[str]:
         if what:
             found.append(
                 f"tests line {getattr(node, 'lineno', 0)}: the test {what}, but under split trust the model's "
-                "code runs in another process and never sees it: correct code fails; pass the value to the entry "
-                "point, or set trust_mode='inprocess' (weaker)"
+                "code runs in another process and never sees it: correct code fails, or each run that calls it "
+                "meanwhile is an error naming the in-process fallback; pass the value to the entry point, or set "
+                "trust_mode='inprocess' (weaker)"
             )
     return found
 

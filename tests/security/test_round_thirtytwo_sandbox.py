@@ -47,21 +47,23 @@ PATCHED_READS = {
 }
 
 
-def _patch_tests(body: str) -> str:
-    return "import unittest\nfrom unittest import mock\n\nclass T(unittest.TestCase):\n    def test_a(self):\n" + (
-        textwrap.indent(body, " " * 8) + "\n"
-    )
+def _tests(body: str, imports: str = "import decimal, io, os, sys, time, unittest\nfrom unittest import mock") -> str:
+    return f"{imports}\n\nclass T(unittest.TestCase):\n    def test_a(self):\n" + textwrap.indent(body, " " * 8) + "\n"
+
+
+def _assert_loud_errors(executor, name: str, answers, tests: str) -> None:
+    """Every answer (a right one and a wrong one: the shape is the task's) is the error naming the fallback."""
+    for answer in answers:
+        result = _run(executor, name, answer, tests)
+        assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
+        assert "in-process fallback" in result.reason, result.reason
+        assert not result.model_fault
 
 
 @pytest.mark.parametrize("name", sorted(PATCHED_READS))
 def test_a_model_call_under_a_patch_it_cannot_see_is_a_loud_error(executor, name):
     code, body = PATCHED_READS[name]
-    tests = _patch_tests(body)
-    for answer in (code, "def f():\n    return None\n"):  # a right answer and a wrong one: the task's property
-        result = _run(executor, name, answer, tests)
-        assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
-        assert "in-process fallback" in result.reason and "patch" in result.reason, result.reason
-        assert not result.model_fault
+    _assert_loud_errors(executor, name, (code, "def f():\n    return None\n"), _tests(body))
 
 
 PATCHES_THAT_HOLD = {
@@ -86,7 +88,7 @@ PATCHES_THAT_HOLD = {
 @pytest.mark.parametrize("name", sorted(PATCHES_THAT_HOLD))
 def test_patches_that_reach_the_model_or_never_concern_it_still_score(executor, name):
     code, body = PATCHES_THAT_HOLD[name]
-    result = _run(executor, name, code, _patch_tests(body))
+    result = _run(executor, name, code, _tests(body))
     assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
 
 
@@ -132,21 +134,12 @@ MEASURED = {
 }
 
 
-def _measuring_tests(body: str) -> str:
-    return "import sys, time, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n" + (
-        textwrap.indent(body, " " * 8) + "\n"
-    )
-
-
 @pytest.mark.parametrize("name", sorted(MEASURED))
 def test_tests_measuring_the_models_code_in_their_own_process_are_a_loud_error(executor, name):
     """The runner's CPU time, allocations and calls are not the model's code's: a wrong answer passed a test of its
     cost that one process fails."""
     body, wrong, right = MEASURED[name]
-    for answer in (wrong, right):
-        result = _run(executor, name, answer, _measuring_tests(body))
-        assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
-        assert "in-process fallback" in result.reason, result.reason
+    _assert_loud_errors(executor, name, (wrong, right), _tests(body))
 
 
 def test_measuring_only_the_tests_own_work_still_scores(executor):
@@ -154,7 +147,7 @@ def test_measuring_only_the_tests_own_work_still_scores(executor):
         "self.assertEqual(f(3), 9)\nstart = time.process_time()\nsum(range(1000))\n"
         "self.assertGreaterEqual(time.process_time() - start, 0)\nsys.setprofile(None)"
     )
-    result = _run(executor, "after the calls", LINEAR, _measuring_tests(body))
+    result = _run(executor, "after the calls", LINEAR, _tests(body))
     assert result.status is ExecutionStatus.PASSED, result.reason
 
 
@@ -166,7 +159,7 @@ def _findings(tests: str) -> list[str]:
 
 @pytest.mark.parametrize("name", sorted(MEASURED))
 def test_doctor_names_tests_that_measure_the_models_code(name):
-    found = _findings(_measuring_tests(MEASURED[name][0]))
+    found = _findings(_tests(MEASURED[name][0]))
     assert any("measures" in item and "another process" in item for item in found), found
 
 
@@ -181,10 +174,62 @@ def test_doctor_names_tests_that_measure_the_models_code(name):
     ],
 )
 def test_doctor_names_every_way_of_measuring(line):
-    found = _findings(_measuring_tests(line + "\nself.assertEqual(f(3), 9)"))
+    found = _findings(_tests(line + "\nself.assertEqual(f(3), 9)"))
     assert any("measures" in item for item in found), found
 
 
 def test_doctor_leaves_wall_clock_timing_alone():
-    found = _findings(_measuring_tests("start = time.perf_counter()\nself.assertEqual(f(3), 9)\ntime.monotonic()"))
+    found = _findings(_tests("start = time.perf_counter()\nself.assertEqual(f(3), 9)\ntime.monotonic()"))
     assert not any("measures" in item for item in found), found
+
+
+# --- state of the tests' process that the model's code reads in one process ----------------------------------------
+
+# (tests body, a right answer that one process passes): each was a right answer's silent 0 under split trust
+SET_STATE = [
+    pytest.param(
+        "import builtins\nsaved = builtins.input\nbuiltins.input = lambda prompt='': '3 4'\n"
+        "self.addCleanup(setattr, builtins, 'input', saved)\nself.assertEqual(f(), 7)",
+        "def f():\n    a, b = input().split()\n    return int(a) + int(b)\n",
+        id="a built-in replaced",
+    ),
+    pytest.param(
+        "sys.stdin = io.StringIO('3 4')\nself.assertEqual(f(), 7)",
+        "def f():\n    a, b = input().split()\n    return int(a) + int(b)\n",
+        id="sys.stdin replaced",
+    ),
+    pytest.param(
+        "os.environ['RP_UNIT'] = 'ms'\nself.addCleanup(os.environ.pop, 'RP_UNIT')\nself.assertEqual(f(), 'ms')",
+        "import os\ndef f():\n    return os.environ.get('RP_UNIT', 's')\n",
+        id="os.environ set",
+    ),
+    pytest.param(
+        "old = os.getcwd()\nos.chdir('/')\nself.addCleanup(os.chdir, old)\nself.assertEqual(f(), '/')",
+        "import os\ndef f():\n    return os.getcwd()\n",
+        id="working directory",
+    ),
+    pytest.param(
+        "sys.setrecursionlimit(20000)\nself.assertEqual(f(5000), 5000)",
+        "def f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\n",
+        id="recursion limit",
+    ),
+    pytest.param(
+        "with decimal.localcontext() as context:\n    context.prec = 5\n    self.assertEqual(str(f()), '0.33333')",
+        "import decimal\ndef f():\n    return decimal.Decimal(1) / 3\n",
+        id="decimal precision",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "right"), SET_STATE)
+def test_a_model_call_after_the_tests_set_state_it_reads_is_a_loud_error(executor, body, right):
+    _assert_loud_errors(executor, "set state", (right, "def f(*args):\n    return None\n"), _tests(body))
+
+
+def test_state_set_and_put_back_before_the_call_still_scores(executor):
+    body = (
+        "os.environ['RP_UNIT'] = 'ms'\ndel os.environ['RP_UNIT']\nold = sys.getrecursionlimit()\n"
+        "sys.setrecursionlimit(old + 1)\nsys.setrecursionlimit(old)\nself.assertEqual(f(), decimal.Decimal('0.5'))"
+    )
+    result = _run(executor, "put back", "import decimal\ndef f():\n    return decimal.Decimal(1) / 2\n", _tests(body))
+    assert result.status is ExecutionStatus.PASSED, result.reason

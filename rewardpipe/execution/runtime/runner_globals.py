@@ -71,6 +71,12 @@ def _umask() -> int:
     return value
 
 
+def _decimal_settings(context: decimal.Context) -> tuple:
+    """What of a decimal context decides results (not its flags, which arithmetic sets)."""
+    traps = tuple(sorted(signal.__name__ for signal, on in context.traps.items() if on))
+    return (context.prec, context.rounding, context.Emin, context.Emax, context.capitals, context.clamp, traps)
+
+
 class Baseline:
     """The runner's interpreter-wide settings as its first job finds them."""
 
@@ -103,6 +109,29 @@ class Baseline:
         self.umask = _umask()
         self.signals = {number: signal.getsignal(number) for number in _SIGNALS}
         self.gc = (gc.isenabled(), gc.get_threshold())
+
+    def unseen_change(self) -> str | None:
+        """The first setting the current job's tests changed that the model's code, in its own process, would read
+        in one process (round thirty-two; every job starts from this baseline, :meth:`restore`), else None."""
+        if sys.stdin is not self.streams[0]:
+            return "standard input"
+        if vars(builtins) != self.builtins:
+            return "built-ins"
+        if _environ_data() != self.environ_data:
+            return "environment"
+        try:
+            moved = self.cwd is not None and os.getcwd() != self.cwd
+        except OSError:
+            moved = True
+        if moved:
+            return "working directory"
+        if (sys.getrecursionlimit(), sys.get_int_max_str_digits()) != self.limits[:2]:
+            return "recursion limit or integer-digit limit"
+        if _decimal_settings(decimal.getcontext()) != _decimal_settings(self.decimal):
+            return "decimal context"
+        if socket.getdefaulttimeout() != self.socket_timeout or locale.setlocale(locale.LC_ALL) != self.locale:
+            return "socket timeout or locale"
+        return None
 
     def restore(self) -> list[str]:
         """Put every recorded setting back; the names of those that could not be (then the runner is replaced)."""

@@ -2020,7 +2020,7 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
     import socket
 
     _prepare_runner()
-    baseline = runner_globals.Baseline()
+    baseline = BASELINE[0] = runner_globals.Baseline()
     channel = socket.socket(fileno=sock_fd)
     while True:
         message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
@@ -2268,6 +2268,16 @@ CPU_TIME_READ = [False]  # the tests read this process's CPU time during the cur
 _WATCH_WORDS = re.compile(
     r"mock|patch|tracemalloc|settrace|setprofile|[Pp]rofile|process_time|thread_time|getrusage|times|clock_gettime"
 )
+# And the settings of the tests' process the model's code reads in one process (standard input, the environment, the
+# working directory, the recursion and integer-digit limits, the decimal context, the locale, the socket timeout): a
+# right answer's silent 0 before (doctor's finding since round five). A call to the model's code while one differs from
+# the runner's baseline (runner_globals.Baseline, which every job starts from) is the same loud error.
+STATE_WATCHED = [False]
+BASELINE: list[runner_globals.Baseline | None] = [None]
+_STATE_WORDS = re.compile(
+    r"stdin|environ|putenv|chdir|recursionlimit|int_max_str_digits|decimal|getcontext|setcontext"
+    r"|setdefaulttimeout|setlocale|builtins"
+)
 _CPU_CLOCKS = frozenset(getattr(time, name, -1) for name in ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID")) - {
     -1
 }
@@ -2280,10 +2290,13 @@ def _unseen_by_the_model() -> str | None:
     tracing = sys.modules.get("tracemalloc")
     if tracing is not None and tracing.is_tracing():
         return "the hidden tests trace allocations (tracemalloc) of the model's code, which runs in another process"
-    if sys.getprofile() is not None or sys.gettrace() is not None:
+    if (sys.gettrace(), sys.getprofile()) != (BASELINE[0].trace if BASELINE[0] is not None else (None, None)):
         return "the hidden tests profile or trace the model's code, which runs in another process"
     if CPU_TIME_READ[0]:
         return "the hidden tests measure the CPU time of the model's code, which runs in another process"
+    changed = BASELINE[0].unseen_change() if STATE_WATCHED[0] and BASELINE[0] is not None else None
+    if changed:
+        return f"the hidden tests set their process's {changed}, which the model's code, in another process, never sees"
     return None
 
 
@@ -2291,7 +2304,8 @@ def _watch(tests: str) -> None:
     """Per job: whether :func:`_unseen_by_the_model` is asked at each call, and its hooks in place if so."""
     FOREIGN_PATCHES.clear()
     CPU_TIME_READ[0] = False
-    WATCHED[0] = _WATCH_WORDS.search(tests) is not None
+    STATE_WATCHED[0] = _STATE_WORDS.search(tests) is not None
+    WATCHED[0] = STATE_WATCHED[0] or _WATCH_WORDS.search(tests) is not None
     if WATCHED[0]:
         _watch_patches()
         _watch_cpu_time()
