@@ -309,6 +309,42 @@ def measurement_findings(tree: ast.Module) -> list[str]:
     return found
 
 
+# What tests read of their own process as a sign of what the code they called did (round thirty-two): under split trust
+# the model's code changes its own process, never the runner's, so a check that nothing changed passes every answer (a
+# wrong answer that imports a forbidden module or leaves a thread running) and one that something changed fails all.
+_OWN_PROCESS_READS = {"threading.active_count", "threading.activeCount", "threading.enumerate", "signal.getsignal"}
+
+
+def own_process_read_findings(tree: ast.Module) -> list[str]:
+    found = []
+    aliases = _import_aliases(tree)
+    # (``sys.modules[__name__]``, the tests' own module, is no sign of anything the model's code did)
+    own_module = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id == "__name__"
+    }
+    for node in ast.walk(tree):
+        what = None
+        if isinstance(node, ast.Call) and _resolved(_dotted(node.func), aliases) in _OWN_PROCESS_READS:
+            what = _resolved(_dotted(node.func), aliases)
+        elif (
+            isinstance(node, (ast.Attribute, ast.Name))
+            and isinstance(node.ctx, ast.Load)
+            and id(node) not in own_module
+            and _resolved(_dotted(node), aliases) == "sys.modules"
+        ):
+            what = "sys.modules"
+        if what:
+            found.append(
+                f"tests line {getattr(node, 'lineno', 0)}: the test reads {what} of the tests' own process as a sign "
+                "of what the model's code did, but under split trust that code runs in another process and changes "
+                "nothing here: a check that nothing changed passes every answer, one that something changed fails "
+                "every answer; test what the entry point returns, or set trust_mode='inprocess' (weaker)"
+            )
+    return found
+
+
 def _replayed_object(node: ast.Call) -> bool:
     """``patch.object(sys, "stdout", ...)``: replayed, like patch("sys.stdout")."""
     return (
@@ -1527,6 +1563,7 @@ def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "u
         split_trust_findings(tree)
         + process_state_findings(tree)
         + measurement_findings(tree)
+        + own_process_read_findings(tree)
         + model_context_findings(tree)
         + model_type_findings(tree)
         + created_file_findings(tree, model)

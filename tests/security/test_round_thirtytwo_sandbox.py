@@ -233,3 +233,30 @@ def test_state_set_and_put_back_before_the_call_still_scores(executor):
     )
     result = _run(executor, "put back", "import decimal\ndef f():\n    return decimal.Decimal(1) / 2\n", _tests(body))
     assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+# --- what the tests read of their own process as a sign of what the model's code did ------------------------------
+
+OWN_PROCESS_READS = {
+    "sys.modules": "self.assertEqual(f(3), 9)\nself.assertNotIn('bisect', sys.modules)",
+    "threading.active_count": (
+        "before = threading.active_count()\nf(3)\nself.assertEqual(threading.active_count(), before)"
+    ),
+    "threading.enumerate": "f(3)\nself.assertEqual(len(threading.enumerate()), 1)",
+    "signal.getsignal": (
+        "import signal\nf(3)\nself.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler)"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OWN_PROCESS_READS))
+def test_doctor_names_tests_that_read_their_own_process_for_what_the_model_did(name):
+    """A wrong answer that imports a forbidden module or leaves a thread running passed such a check under split
+    trust (the runner's process is unchanged), and a right one that installs a handler failed it."""
+    found = _findings(_tests("import threading\n" + OWN_PROCESS_READS[name]))
+    assert any("what the model's code did" in item and name in item for item in found), found
+
+
+def test_doctor_leaves_the_tests_own_module_alone():
+    found = _findings(_tests("module = sys.modules[__name__]\nself.assertEqual(f(3), 9)"))
+    assert not any("what the model's code did" in item for item in found), found
