@@ -96,6 +96,7 @@ class Baseline:
         self.trace = (sys.gettrace(), sys.getprofile())
         self.limits = (sys.getrecursionlimit(), sys.get_int_max_str_digits(), sys.getswitchinterval())
         self.decimal = decimal.getcontext().copy()
+        self.decimal_settings = _decimal_settings(self.decimal)
         self.warnings = (list(warnings.filters), warnings.showwarning, warnings.formatwarning)
         self.logging_disable = logging.root.manager.disable
         self.root_logger = _logger_state(logging.root)
@@ -127,7 +128,7 @@ class Baseline:
             return "working directory"
         if (sys.getrecursionlimit(), sys.get_int_max_str_digits()) != self.limits[:2]:
             return "recursion limit or integer-digit limit"
-        if _decimal_settings(decimal.getcontext()) != _decimal_settings(self.decimal):
+        if _decimal_settings(decimal.getcontext()) != self.decimal_settings:
             return "decimal context"
         if socket.getdefaulttimeout() != self.socket_timeout or locale.setlocale(locale.LC_ALL) != self.locale:
             return "socket timeout or locale"
