@@ -2265,9 +2265,9 @@ _REPLAYED_STREAMS = frozenset({"stdout", "stderr"})
 # the job, is the same loud error. Watched only for tests whose source names one of these (WATCHED, per job).
 WATCHED = [False]
 CPU_TIME_READ = [False]  # the tests read this process's CPU time during the current job
-_WATCH_WORDS = re.compile(
-    r"mock|patch|tracemalloc|settrace|setprofile|[Pp]rofile|process_time|thread_time|getrusage|times|clock_gettime"
-)
+_PATCH_WORDS = re.compile(r"mock|patch")
+_CPU_TIME_WORDS = re.compile(r"process_time|thread_time|getrusage|times|clock_gettime")
+_TRACING_WORDS = re.compile(r"tracemalloc|settrace|setprofile|[Pp]rofile")
 # And the settings of the tests' process the model's code reads in one process (standard input, the environment, the
 # working directory, the recursion and integer-digit limits, the decimal context, the locale, the socket timeout): a
 # right answer's silent 0 before (doctor's finding since round five). A call to the model's code while one differs from
@@ -2305,9 +2305,11 @@ def _watch(tests: str) -> None:
     FOREIGN_PATCHES.clear()
     CPU_TIME_READ[0] = False
     STATE_WATCHED[0] = _STATE_WORDS.search(tests) is not None
-    WATCHED[0] = STATE_WATCHED[0] or _WATCH_WORDS.search(tests) is not None
-    if WATCHED[0]:
+    patches, cpu_time = _PATCH_WORDS.search(tests) is not None, _CPU_TIME_WORDS.search(tests) is not None
+    WATCHED[0] = STATE_WATCHED[0] or patches or cpu_time or _TRACING_WORDS.search(tests) is not None
+    if patches:  # (unittest.mock is imported only for tests that may use it: it pulls in asyncio)
         _watch_patches()
+    if cpu_time:
         _watch_cpu_time()
 
 
