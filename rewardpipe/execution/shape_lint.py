@@ -345,6 +345,48 @@ def own_process_read_findings(tree: ast.Module) -> list[str]:
     return found
 
 
+# Readers of a function's source or bytecode (round thirty-two): the model's code is compiled from text in its own
+# process, so neither mode has its source (inspect raises), and under split trust its code object's parts are there.
+_SOURCE_READERS = {
+    "inspect.getsource",
+    "inspect.getsourcelines",
+    "inspect.getsourcefile",
+    "inspect.getfile",
+    "inspect.findsource",
+    "inspect.getcomments",
+    "dis.dis",
+    "dis.get_instructions",
+    "dis.Bytecode",
+    "dis.code_info",
+    "dis.show_code",
+}
+
+
+def model_source_findings(tree: ast.Module, model: _ModelCode) -> list[str]:
+    found = []
+    aliases = _import_aliases(tree)
+    for node in ast.walk(tree):
+        reads = None
+        if isinstance(node, ast.Call) and _resolved(_dotted(node.func), aliases) in _SOURCE_READERS and node.args:
+            reads = node.args[0] if model.reaches(node.args[0]) else None
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "__code__"
+            and node.attr != "co_flags"
+            and model.reaches(node.value.value)
+        ):
+            reads = node.value.value
+        if reads is not None:
+            found.append(
+                f"tests line {getattr(node, 'lineno', 0)}: the test reads the source or bytecode of the model's code "
+                f"({ast.unparse(reads)[:60]}), which is compiled from text in its own process: inspect finds no "
+                "source in either mode, and under split trust its code object is an error naming the in-process "
+                "fallback; test what the code does instead"
+            )
+    return found
+
+
 def _replayed_object(node: ast.Call) -> bool:
     """``patch.object(sys, "stdout", ...)``: replayed, like patch("sys.stdout")."""
     return (
@@ -1576,6 +1618,7 @@ def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "u
     )
     return (
         assertion_warnings(tree)
+        + model_source_findings(tree, model)
         + swallowed_failure_findings(tree)
         + unrun_test_findings(tree)
         + not_counted_findings(tree)

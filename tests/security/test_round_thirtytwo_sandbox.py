@@ -260,3 +260,40 @@ def test_doctor_names_tests_that_read_their_own_process_for_what_the_model_did(n
 def test_doctor_leaves_the_tests_own_module_alone():
     found = _findings(_tests("module = sys.modules[__name__]\nself.assertEqual(f(3), 9)"))
     assert not any("what the model's code did" in item for item in found), found
+
+
+# --- the code of the model's function, read by the tests -----------------------------------------------------------
+
+PREPENDS = "def f(xs):\n    out = []\n    for x in xs:\n        out.insert(0, x)\n    return out\n"
+
+
+@pytest.mark.parametrize(
+    "check",
+    ["self.assertIn('insert', f.__code__.co_names)", "self.assertEqual(f.__code__.co_argcount, 1)"],
+    ids=["co_names", "co_argcount"],
+)
+def test_reading_the_code_object_of_the_models_function_is_a_loud_error(executor, check):
+    """One process passes the right answer; under split trust the code object is the model's process's, and the
+    right answer failed on an AttributeError of the runner's placeholder."""
+    tests = _tests(check + "\nself.assertEqual(f([1, 2]), [2, 1])")
+    _assert_loud_errors(executor, "code object", (PREPENDS, "def f(xs):\n    return xs\n"), tests)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import inspect\nself.assertNotIn('reversed', inspect.getsource(f))",
+        "from inspect import getsourcelines\nlines, _ = getsourcelines(f)",
+        "import dis\ndis.dis(f)",
+        "self.assertIn('insert', f.__code__.co_names)",
+    ],
+    ids=["getsource", "getsourcelines", "dis", "co_names"],
+)
+def test_doctor_names_tests_that_read_the_models_source_or_bytecode(line):
+    found = _findings(_tests(line))
+    assert any("source or bytecode" in item for item in found), found
+
+
+def test_doctor_leaves_the_tests_own_functions_source_alone():
+    found = _findings(_tests("import inspect\ndef helper():\n    return 1\ninspect.getsource(helper)\nf([1])"))
+    assert not any("source or bytecode" in item for item in found), found

@@ -1424,6 +1424,14 @@ class _CodeFlags:
     def __init__(self, flags: int):
         self.co_flags = flags
 
+    def __getattr__(self, name: str):
+        # Round thirty-two: any other part of the code object (``f.__code__.co_names``, ``co_argcount``) is in the
+        # model's process; a right answer failed on this AttributeError. The tests need the in-process fallback.
+        conn = _ACTIVE[0]
+        if conn is not None and conn.boundary_error is None and name.startswith("co_"):
+            conn.boundary_error = f"the hidden tests read {name} of the code object of the model's function"
+        raise AttributeError(name)
+
 
 def _stub_class_arguments(kind, described: list, dataclass_shapes: set) -> tuple:
     """:func:`_stub_class`'s arguments for a handle the model's process described as ``described``."""
