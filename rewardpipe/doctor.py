@@ -471,7 +471,7 @@ def diagnose(
 ) -> list[TaskDiagnosis]:
     """One :class:`TaskDiagnosis` per task (see the module docstring); ``reward`` defaults to the
     environment's, ``max_turns`` to each scenario's own limit, else the environment's."""
-    from rewardpipe.episode import finish_episode
+    from rewardpipe.episode import env_scenarios, finish_episode
     from rewardpipe.rewards.mutation import changed_inputs, mutating_components, pristine_copy, written_down
 
     reward = reward if reward is not None else env.reward
@@ -480,7 +480,7 @@ def diagnose(
         diagnosis = TaskDiagnosis(task.task_id)
         diagnoses.append(diagnosis)
         try:
-            scenarios = dict(env.scenarios(task))
+            scenarios = dict(env_scenarios(env, task))  # bounded by hook_timeout_s, as every hook is
         except Exception as exc:  # noqa: BLE001
             diagnosis.add("scenario_failed", f"scenarios() failed: {type(exc).__name__}: {exc}")
             scenarios = {}

@@ -60,6 +60,10 @@ MAX_OBSERVATION_CHARS = 200_000
 #: by default: the ones past it are dropped, with a note saying so (see ``Environment.max_observation_messages``).
 #: Above the 64 tool calls a policy's reply keeps (``openai_client.MAX_TOOL_CALLS``), each answered by a message.
 MAX_OBSERVATION_MESSAGES = 100
+#: The most characters all the messages one call of an environment's hook adds keep together, by default: the messages
+#: past it are dropped like those past ``max_observation_messages`` (the first is always kept, cut to
+#: ``max_observation_chars``); see ``Environment.max_observation_total_chars``.
+MAX_OBSERVATION_TOTAL_CHARS = 1_000_000
 
 NextAction = Literal["policy", "env", "execute", "score"]
 #: How each next action is written in a stored state (older snapshots call the environment "simulator").
@@ -273,7 +277,9 @@ class Environment(Generic[StateT, TaskT]):
     ``respond`` adds that are kept: a longer one is cut, with a note in it, and the record's ``env_observations_cut``
     counts such messages), ``max_observation_messages`` (the most messages one call of those hooks adds that are
     kept: the ones past it are dropped, a note at the end of the last one kept says so, and the record's
-    ``env_observations_dropped`` counts them).
+    ``env_observations_dropped`` counts them), ``max_observation_total_chars`` (the most characters the messages of
+    one call of those hooks keep together: the messages past it are dropped as those past ``max_observation_messages``
+    are, and counted with them; the first message is always kept).
     """
 
     name: ClassVar[str] = ""
@@ -298,6 +304,8 @@ class Environment(Generic[StateT, TaskT]):
     # ... and so is the number of messages one hook call adds: a respond() appending 20,000 messages of 1,000
     # characters each (every one within max_observation_chars) made a 158 MB store for six rollouts.
     max_observation_messages: ClassVar[int] = MAX_OBSERVATION_MESSAGES
+    # ... and so is their total: 100 messages within max_observation_chars each still made 20 million characters a call.
+    max_observation_total_chars: ClassVar[int] = MAX_OBSERVATION_TOTAL_CHARS
 
     # -- the episode ------------------------------------------------------------------------------------
 
@@ -342,10 +350,16 @@ class Environment(Generic[StateT, TaskT]):
         """The policy ``run --policy scripted`` plays: each rollout draws one of :meth:`scenarios` (by the
         scenarios' weights, from ``seed`` and the rollout's ids); from ``collapse_from_step`` on every
         rollout plays ``collapse_scenario``."""
+        from functools import partial
+
+        from rewardpipe.episode import env_scenarios
         from rewardpipe.policies import ScenarioMix
 
         return ScenarioMix(
-            self.scenarios, seed=seed, collapse_from_step=collapse_from_step, collapse_to=self.collapse_scenario
+            partial(env_scenarios, self),  # bounded by hook_timeout_s, as every hook is
+            seed=seed,
+            collapse_from_step=collapse_from_step,
+            collapse_to=self.collapse_scenario,
         )
 
     def metrics(self, state: StateT, task: TaskT) -> dict[str, Any]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
@@ -415,6 +429,9 @@ def check_environment(env: Any) -> Environment:
         or observation_limit_problem(
             getattr(env, "max_observation_messages", MAX_OBSERVATION_MESSAGES), "max_observation_messages"
         )
+        or observation_limit_problem(
+            getattr(env, "max_observation_total_chars", MAX_OBSERVATION_TOTAL_CHARS), "max_observation_total_chars"
+        )
     )
     if problem:
         raise ValueError(f"{label}: {problem}")
@@ -452,8 +469,8 @@ def hook_timeout_problem(timeout_s: Any) -> str | None:
 
 
 def observation_limit_problem(limit: Any, name: str = "max_observation_chars") -> str | None:
-    """What is wrong with an environment's ``max_observation_chars`` (or ``name``: ``max_observation_messages``),
-    None when it is a count of 1 or more."""
+    """What is wrong with an environment's ``max_observation_chars`` (or ``name``: ``max_observation_messages``,
+    ``max_observation_total_chars``), None when it is a count of 1 or more."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         return f"{name} must be an integer of 1 or more, got {limit!r}"
     return None

@@ -30,6 +30,7 @@ from rewardpipe.environment import (
     DEFAULT_MAX_TURNS,
     MAX_OBSERVATION_CHARS,
     MAX_OBSERVATION_MESSAGES,
+    MAX_OBSERVATION_TOTAL_CHARS,
     MAX_TURNS,
     ChatFn,
     ContextLimitReached,
@@ -75,6 +76,8 @@ __all__ = [
     "checked_score",
     "converse",
     "end_without_commit",
+    "env_replay",
+    "env_scenarios",
     "error_record",
     "execution_job",
     "failure_record",
@@ -188,6 +191,21 @@ def _call_hook(env: Any, hook: str, *args: Any) -> Any:
     return calls.call(method, args, {}, timeout_s, lambda running: HookTimeout(env, hook, timeout_s, running))
 
 
+def env_scenarios(env: Any, task: Any) -> Any:
+    """``env.scenarios(task)`` as the platform asks for it: bounded by ``hook_timeout_s`` like every other hook (a
+    ``scenarios()`` that hung hung the whole run, every rollout of the step lost)."""
+    return call_hook(env, "scenarios", task)
+
+
+def env_replay(env: Any, task: Any, messages: Sequence[Message]) -> Any:
+    """``env.replay(task, messages)`` as the platform asks for it. An environment's own ``replay()`` is one hook call,
+    bounded by ``hook_timeout_s`` (one that hung hung ``rewardpipe score`` for every recording); the default one plays
+    the recording through the hooks, each of them bounded on its own."""
+    if getattr(type(env), "replay", None) is Environment.replay:
+        return env.replay(task, messages)
+    return call_hook(env, "replay", task, messages)
+
+
 @dataclass(frozen=True)
 class EnvServices:
     """What the platform gives the environment's turns: the run's seed and rewardpipe's chat client."""
@@ -284,32 +302,47 @@ def _bounded_observations(
     new: EpisodeState, added_from: int, env: Environment, hook: str, dropped_before: int
 ) -> EpisodeState:
     """``new`` with the messages its hook added (from ``added_from`` on; ``start``'s opening messages from 0) bounded:
-    the first ``max_observation_messages`` kept (the rest dropped, counted in ``observations_dropped`` on top of
-    ``dropped_before``, and a note at the end of the last one kept saying how many), each cut to the environment's
-    ``max_observation_chars``, a note at the end of each cut one naming the hook and the length it gave."""
+    each cut to the environment's ``max_observation_chars`` (a note at the end of each cut one naming the hook and the
+    length it gave), then the first ones kept while they are at most ``max_observation_messages`` and their characters
+    together at most ``max_observation_total_chars`` (the first is always kept); the rest dropped, counted in
+    ``observations_dropped`` on top of ``dropped_before``, and a note at the end of the last one kept says how many and
+    which limit."""
     limit = getattr(env, "max_observation_chars", MAX_OBSERVATION_CHARS)
     most = getattr(env, "max_observation_messages", MAX_OBSERVATION_MESSAGES)
-    problem = observation_limit_problem(limit) or observation_limit_problem(most, "max_observation_messages")
+    total = getattr(env, "max_observation_total_chars", MAX_OBSERVATION_TOTAL_CHARS)
+    problem = (
+        observation_limit_problem(limit)
+        or observation_limit_problem(most, "max_observation_messages")
+        or observation_limit_problem(total, "max_observation_total_chars")
+    )
     if problem:  # an environment used without check_environment: its rollouts say why
         raise EpisodeError(f"environment '{env.name}': {problem}")
     messages = new.messages
     added = len(messages) - added_from
-    if added <= most and all(len(message.content) <= limit for message in messages[added_from:]):
+    if (
+        added <= most
+        and all(len(message.content) <= limit for message in messages[added_from:])
+        and sum(len(message.content) for message in messages[added_from:]) <= total
+    ):
         return new if new.observations_dropped == dropped_before else new.evolve(observations_dropped=dropped_before)
     kept = list(messages[:added_from])
+    used, past = 0, "max_observation_messages"
     for message in messages[added_from : added_from + most]:
         content = message.content
+        if len(kept) > added_from and used + min(len(content), limit) > total:
+            # 100 messages within max_observation_chars each were still 20 million characters a call
+            past = "max_observation_total_chars"
+            break
+        used += min(len(content), limit)
         if len(content) > limit:
             note = _cut_note(hook, len(content), limit)
             message = message.model_copy(update={"content": f"{content[:limit]}\n{note}"})
         kept.append(message)
-    dropped = max(added - most, 0)
+    dropped = added - (len(kept) - added_from)
     if dropped:
         last = kept[-1]
-        note = (
-            f"{OBSERVATIONS_DROPPED}{dropped:,} messages {hook}() added past this one; "
-            f"max_observation_messages is {most:,}]"
-        )
+        bound = most if past == "max_observation_messages" else total
+        note = f"{OBSERVATIONS_DROPPED}{dropped:,} messages {hook}() added past this one; {past} is {bound:,}]"
         kept[-1] = last.model_copy(update={"content": f"{last.content}\n{note}"})
     return new.evolve(messages=kept, observations_dropped=dropped_before + dropped)
 
@@ -325,7 +358,7 @@ _CUT_NOTE = re.compile(
     rf"({_GROUPED})\]"
     # the last message kept of a hook call that added too many ends with the note of those dropped after it
     rf"(?:\n{re.escape(OBSERVATIONS_DROPPED)}{_GROUPED} messages [a-z_]{{1,40}}\(\) added past this one; "
-    rf"max_observation_messages is {_GROUPED}\])?\Z"
+    rf"max_observation_(?:messages|total_chars) is {_GROUPED}\])?\Z"
 )
 
 
@@ -423,6 +456,12 @@ def apply_policy_turn(state: EpisodeState, turn: str | Message, env: Environment
         raise EpisodeError(
             f"rollout {state.rollout_id}: a policy turn must be an assistant message, got role '{message.role}'"
         )
+    if message.tool_calls and not _offers_tools(env, task):
+        # Calls to tools the environment never offered: the local policy sends no tools and keeps only the reply's
+        # text, but a reply from elsewhere (Nova's generate responses, a recording) carried them into the state, the
+        # transcript and every later request, where an endpoint refuses an assistant call no tool message answers.
+        # The turn is its text, whatever its source.
+        message = message.model_copy(update={"tool_calls": None})
     new = state.evolve(messages=[*state.messages, message])
     # The hook gets a list of its own: one it changes in place is then seen as changed, and leaves ours whole.
     shown = new.evolve(messages=list(new.messages))
@@ -432,6 +471,15 @@ def apply_policy_turn(state: EpisodeState, turn: str | Message, env: Environment
     if new.next_action == "env" and new.assistant_turns >= new.max_turns:
         new = new.evolve(next_action="score", end_reason=TURN_LIMIT)
     return new
+
+
+def _offers_tools(env: Environment, task: Any) -> bool:
+    """Whether the environment offers the model tools for ``task``: its ``tool_schemas`` (a list, or a function of the
+    task, as ``OpenAIPolicy`` is given them) gives any."""
+    schemas = getattr(env, "tool_schemas", None)
+    if callable(schemas):
+        schemas = call_hook(env, "tool_schemas", task)
+    return bool(schemas)
 
 
 def apply_env_turn(

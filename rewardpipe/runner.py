@@ -27,6 +27,7 @@ from rewardpipe.episode import (
     EpisodeError,
     build_record,
     converse,
+    env_replay,
     episode_metrics,
     error_record,
     execution_job,
@@ -410,7 +411,7 @@ def score_rollouts(
         if task is None:
             continue
         try:
-            state = env.replay(task, list(rollout.messages))
+            state = env_replay(env, task, list(rollout.messages))  # bounded by hook_timeout_s
             if not isinstance(state, EpisodeState):
                 raise TypeError(f"replay() returned {type(state).__name__}, not a state")
             state = state.model_copy(

@@ -371,17 +371,11 @@ def test_doctor_reports_scenarios_raising_a_base_exception():
     assert any("scenarios()" in problem and "CancelledError" in problem for problem in diagnosis.problems)
 
 
-def test_score_reports_a_replay_raising_a_base_exception_on_its_own_line():
+def recordings():
+    """Each task's episode as a recording: the prompt, then the right guess."""
     from rewardpipe.models import Rollout
-    from rewardpipe.runner import score_rollouts
 
-    class Replays(Count):
-        def replay(self, task, messages):
-            if task.task_id == "t6":
-                raise asyncio.CancelledError("gone")
-            return super().replay(task, messages)
-
-    rollouts = [
+    return [
         Rollout(
             rollout_id=f"{task.task_id}-k0",
             group_id=task.task_id,
@@ -393,7 +387,20 @@ def test_score_reports_a_replay_raising_a_base_exception_on_its_own_line():
         )
         for task in TASKS
     ]
-    records = score_rollouts(rollouts, {t.task_id: t for t in TASKS}, executor=NoSandbox(), env=Replays(), run_id="r")
+
+
+def test_score_reports_a_replay_raising_a_base_exception_on_its_own_line():
+    from rewardpipe.runner import score_rollouts
+
+    class Replays(Count):
+        def replay(self, task, messages):
+            if task.task_id == "t6":
+                raise asyncio.CancelledError("gone")
+            return super().replay(task, messages)
+
+    records = score_rollouts(
+        recordings(), {t.task_id: t for t in TASKS}, executor=NoSandbox(), env=Replays(), run_id="r"
+    )
     assert [record.status for record in records] == ["scored", "error", "scored"]
     assert "replay() raised CancelledError" in records[1].error.message
 
