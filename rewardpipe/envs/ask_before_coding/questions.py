@@ -112,9 +112,8 @@ _PRONOUN_ONE = re.compile(r"\b(?:which|this|that|each|either|any|the\s+other)\s+
 #: that the case?" told "matching is case-insensitive" on 9 bundled tasks): after a noun it makes a compound with,
 #: after "in" (and a determiner), and as what a statement is said to be ("is that the case", "if that's the case").
 #: The word "case" goes, what the instance is of stays ("In the case of an empty list?" asks about empty lists);
-#: letter case is asked as before ("Does case matter?", "Upper case?", "Is the case preserved?"). ("edge cases" is
-#: left as it was: "edge" asks for the requirements in general, and what the simulators tell then is pinned by the
-#: golden runs, tests/envs/test_ask_before_coding_golden.py.)
+#: letter case is asked as before ("Does case matter?", "Upper case?", "Is the case preserved?"). ("edge cases" and
+#: their kin are read apart, as the generic cue: :data:`_EDGE_KIND_CASES`.)
 _INSTANCE_COMPOUNDS = frozenset(
     (
         "use",
@@ -191,11 +190,23 @@ def _is_an_instance(before: list[str]) -> bool:
     )
 
 
+#: "case" after a word for an unusual instance ("Any edge cases?", "Special cases?", "Corner case?") asks for the
+#: requirements in general, as "edge cases" always did: the pair is read as the generic cue "edge". Before, "case" there
+#: was letter case ("Any edge cases?" told "matching is case-insensitive" on a task that had it, whatever else it had)
+#: and "Special cases?" or "Corner cases?" asked nothing, though each is the same real question.
+_EDGE_KIND_CASES = re.compile(
+    r"\b(?:edge|corner|special|boundary|extreme|border|limit|limiting|tricky|unusual|odd|rare|weird|pathological|"
+    r"degenerate|exceptional|awkward|niche)[\s\-]{1,8}cases?\b",
+    re.IGNORECASE,
+)
+
+
 def _without_case_as_instance(prose: str) -> str:
     """``prose`` without the word "case" where it means an instance (:data:`_INSTANCE_COMPOUNDS`). Linear: one
     pass for the word, then a bounded look at the few words before each."""
     if "case" not in prose.lower():
         return prose
+    prose = _EDGE_KIND_CASES.sub(" edge ", prose)
     parts, at = [], 0
     for match in _CASE.finditer(prose):
         window = prose[max(0, match.start() - _CASE_CONTEXT) : match.start()].lower().replace("\u2019", "'")

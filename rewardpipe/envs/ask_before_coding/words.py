@@ -196,7 +196,8 @@ _GENERIC_CUE_WORDS = [
     "rule",
     "rules",
 ]
-# ("edge" alone marks "edge cases" as generic: "case" must stay specific for questions about letter case.)
+# ("edge" alone marks "edge cases" as generic, and questions.py reads the "case" of "edge cases" (and of "special
+# cases", "corner cases"...) as part of that cue: elsewhere "case" stays specific, for questions about letter case.)
 
 # Words that name no subject: a question made only of these and stopwords ("can you explain again?", "is that
 # right?", "anything else?") asks nothing specific, so it earns no detail (and no asked_before_coding).
