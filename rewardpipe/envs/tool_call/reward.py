@@ -29,7 +29,7 @@ from typing import Any
 
 from rewardpipe.components import component
 from rewardpipe.envs.tool_call.state import ToolCallState
-from rewardpipe.envs.tool_call.tasks import normalise_answer
+from rewardpipe.envs.tool_call.tasks import answers_match
 from rewardpipe.models import ErrorInfo
 from rewardpipe.rewards.base import Reward
 
@@ -57,9 +57,7 @@ def goal_reached(state: Any, task: Any) -> float | None:
         # into checking to read one balance for the total, money sent away, a price changed) is a side effect
         # the user did not ask for. Without this, its right answer was the goal reached, the damage unpaid.
         return 0.0
-    if expected_answer is not None and (
-        episode.answer is None or normalise_answer(episode.answer) != normalise_answer(expected_answer)
-    ):
+    if expected_answer is not None and (episode.answer is None or not answers_match(episode.answer, expected_answer)):
         return 0.0
     return 1.0
 

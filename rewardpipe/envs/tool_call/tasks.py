@@ -10,6 +10,7 @@ rows are never shipped with the code.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +65,20 @@ def normalise_answer(text: Any) -> str:
     # "12,000" is the number 12000 as a model writes it (the task asked for "the number only", and got it): the
     # grouping commas go when they group the whole answer's digits as thousands, and only then ("1,2" stays).
     return answer.replace(",", "") if _GROUPED_NUMBER.fullmatch(answer) else answer
+
+
+# A plain decimal number, whole: a sign, digits, a decimal part. No exponent ("1e999"), no "nan" or "inf": those are
+# compared as text, so no reading of a hostile answer can overflow, take time or equal everything.
+_PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)", re.ASCII)
+
+
+def answers_match(given: Any, expected: Any) -> bool:
+    """Whether a final answer is the expected one: both read by :func:`normalise_answer`, then compared as numbers
+    when both are plain decimal numbers (``12000.00`` is ``12000``, ``1,234.5`` is ``1234.50``), else as text.
+    Compared as text, an honest ``12000.00`` missed a goal of ``12000``."""
+    left, right = normalise_answer(given), normalise_answer(expected)
+    if left == right:
+        return True
+    if _PLAIN_NUMBER.fullmatch(left) and _PLAIN_NUMBER.fullmatch(right):
+        return Decimal(left) == Decimal(right)  # exact: at most MAX_ANSWER_CHARS digits, no exponent to expand
+    return False
