@@ -586,10 +586,12 @@ def _bare_state_model(env: Any, diagnosis: TaskDiagnosis, runs: dict[str, Scenar
 def _check_task(
     env: Any, task: Any, reward: Any, diagnosis: TaskDiagnosis, runs: dict[str, ScenarioRun], again: ScenarioRun | None
 ) -> None:
+    from rewardpipe.episode import call_hook
+
     reference = runs.get("reference")
     _lint(diagnosis, reference)
     try:
-        for problem in env.check_task(task, runs):
+        for problem in call_hook(env, "check_task", task, runs):  # bounded by hook_timeout_s, as every hook is
             if isinstance(problem, Finding):  # a check of its own, maybe only a warning
                 diagnosis.add(problem.check, problem.message, problem.severity)
             else:

@@ -226,3 +226,19 @@ def test_an_environment_offering_tools_keeps_the_calls():
     call = [{"id": "c1", "type": "function", "function": {"name": "get_balance", "arguments": '{"account": "x"}'}}]
     after = apply_policy_turn(state, Message(role="assistant", content="", tool_calls=call), ENVIRONMENT, task)
     assert after.messages[-1].tool_calls == call
+
+
+def test_doctor_reports_a_hung_check_task_and_goes_on():
+    from rewardpipe.doctor import diagnose
+
+    class HungCheck(Count):
+        hook_timeout_s = 0.2
+
+        def check_task(self, task, runs):
+            if task.task_id == "t6":
+                _hang()
+            return []
+
+    by_task = {diagnosis.task_id: diagnosis for diagnosis in diagnose(TASKS, HungCheck(), NoSandbox())}
+    assert any("check_task()" in p and "hook_timeout_s" in p for p in by_task["t6"].problems)
+    assert not any("hook_timeout_s" in p for p in by_task["t9"].problems)
