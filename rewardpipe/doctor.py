@@ -424,9 +424,12 @@ class _Watch:
 
 def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, run_id: str) -> ScenarioRun:
     from rewardpipe.episode import ConversationError, converse, execution_job, start_episode
+    from rewardpipe.policies import BoundedPlayer
 
     run = ScenarioRun(name)
     turns = max_turns or getattr(policy, "max_turns", None) or env.max_turns
+    if getattr(env, "hook_timeout_s", None) is not None:  # the player is the environment's code, as its hooks are
+        policy = BoundedPlayer(policy, env.hook_timeout_s)
     try:
         state = start_episode(
             task,

@@ -360,6 +360,7 @@ class Environment(Generic[StateT, TaskT]):
             seed=seed,
             collapse_from_step=collapse_from_step,
             collapse_to=self.collapse_scenario,
+            timeout_s=self.hook_timeout_s,  # each player's turn too: it is the environment's code
         )
 
     def metrics(self, state: StateT, task: TaskT) -> dict[str, Any]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them

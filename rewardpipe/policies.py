@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rewardpipe.bounded import AbandonedCalls
 from rewardpipe.environment import ContextLimitReached, PolicyExhausted
 from rewardpipe.models import Message, Rollout
 from rewardpipe.openai_client import ChatClient, ContextLengthExceeded, NoTextBeforeLimit, OwnsChatClient
@@ -124,6 +125,42 @@ class ScenarioFailed(Exception):
     ``policy_error``; the run goes on."""
 
 
+class PlayerTimeout(Exception):
+    """A scripted player's turn still running past its environment's ``hook_timeout_s``: abandoned (Python cannot stop
+    a thread), its rollout a ``policy_error``, the run goes on."""
+
+
+def play_turn(
+    turn: Callable[..., str | Message], args: tuple[Any, ...], timeout_s: Any, calls: AbandonedCalls
+) -> str | Message:
+    """``turn(*args)`` (a scripted player's), bounded by ``timeout_s`` (its environment's ``hook_timeout_s``; None: a
+    plain call): a scripted player is the environment's code as much as a hook is, and one that hung hung ``run
+    --policy scripted`` and ``doctor``."""
+    if timeout_s is None:
+        return turn(*args)
+    limit = float(timeout_s)
+
+    def late(running: int) -> PlayerTimeout:
+        if running:
+            return PlayerTimeout(f"not played: {running} earlier turns still running past hook_timeout_s={limit:g} s")
+        return PlayerTimeout(f"did not return within hook_timeout_s={limit:g} s (abandoned, perhaps still running)")
+
+    return calls.call(turn, args, {}, limit, late)
+
+
+class BoundedPlayer:
+    """A scripted player (``ScriptedPolicy``) whose every turn is bounded by ``timeout_s`` (:func:`play_turn`); what
+    ``doctor`` plays an environment's scenarios as."""
+
+    def __init__(self, player: Any, timeout_s: Any) -> None:
+        self.player = player
+        self.timeout_s = timeout_s
+        self._late_turns = AbandonedCalls("rewardpipe-scenario-player")
+
+    def next_turn(self, state: EpisodeState, task: Any) -> str | Message:
+        return play_turn(self.player.next_turn, (state, task), self.timeout_s, self._late_turns)
+
+
 def _endpoint_failure(exc: BaseException) -> bool:
     """An endpoint's failure inside a scripted player (one that asks an LLM): passed on as it is, for the turn loop
     to classify (a content filter, a context window)."""
@@ -135,7 +172,8 @@ class ScenarioMix:
     """Every rollout plays one scenario of its task, drawn by the scenarios' weights from a generator seeded
     by ``(seed, run, step, rollout)``; from ``collapse_from_step`` on, every rollout plays ``collapse_to``
     (the collapse the monitor exists to catch). The same generator, advanced past the draw, is what a
-    scenario function receives as ``rng``."""
+    scenario function receives as ``rng``. ``timeout_s`` (the environment's ``hook_timeout_s``) bounds each player's
+    turn (:func:`play_turn`); ``scenarios`` is asked as it is (``Environment.scripted_policy`` bounds it too)."""
 
     def __init__(
         self,
@@ -144,6 +182,7 @@ class ScenarioMix:
         seed: int = 0,
         collapse_from_step: int | None = None,
         collapse_to: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         if collapse_from_step is not None and collapse_to is None:
             raise ValueError("this environment names no collapse_scenario, so --collapse-from-step cannot be used")
@@ -153,6 +192,8 @@ class ScenarioMix:
         self.collapse_to = collapse_to
         self._by_task: dict[int, tuple[Any, Mapping[str, ScriptedPolicy]]] = {}
         self._drawn: dict[tuple, tuple[str, Any]] = {}
+        self.timeout_s = timeout_s  # each player's turn, as the environment's hook_timeout_s bounds its hooks
+        self._late_turns = AbandonedCalls("rewardpipe-scenario-player")
 
     def _scenarios(self, task: Any) -> Mapping[str, ScriptedPolicy]:
         """A task's scenarios, asked of the environment once per task (a task's scenarios do not change)."""
@@ -206,7 +247,7 @@ class ScenarioMix:
         rng = random.Random.__new__(random.Random)  # no seeding from the OS: the state is set right after
         rng.setstate(rng_state)
         try:
-            return scenarios[name].turn(state, task, rng)
+            return play_turn(scenarios[name].turn, (state, task, rng), self.timeout_s, self._late_turns)
         except (PolicyExhausted, KeyboardInterrupt):  # the script ended (or the window is full): scored as it stands
             raise
         except BaseException as exc:  # a player's failure, named: "RuntimeError: boom" said neither

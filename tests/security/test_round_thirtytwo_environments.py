@@ -51,9 +51,27 @@ class HungScenarios(Count):
         return super().scenarios(task)
 
 
+class HungPlayer(Count):
+    """The reference player of task t6 hangs (a game engine's search that never ends)."""
+
+    hook_timeout_s = 0.2
+
+    def scenarios(self, task):
+        def reference(state, task):
+            if task.target == 6:
+                _hang()
+            return str(task.target)
+
+        return {"reference": ScriptedPolicy(reference), "wrong": ScriptedPolicy(["0", "1", "2"], weight=0)}
+
+
 @pytest.mark.parametrize("threads", [1, 4])
-def test_a_hung_scenarios_costs_its_own_tasks_rollouts(threads):
-    records = _run(HungScenarios(), threads=threads)
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [("scenarios", "scenarios() of task 't6'"), ("player", "scenario 'reference' of task 't6'")],
+)
+def test_a_hung_scenarios_or_player_costs_its_own_tasks_rollouts(env, named, threads):
+    records = _run(HungScenarios() if env == "scenarios" else HungPlayer(), threads=threads)
     assert len(records) == 6
     for record in records:
         if record.task_id != "t6":
@@ -61,7 +79,7 @@ def test_a_hung_scenarios_costs_its_own_tasks_rollouts(threads):
         else:
             assert record.status == "error" and record.aggregate is None
             assert record.error.kind == "policy_error"
-            assert "scenarios()" in record.error.message and "hook_timeout_s" in record.error.message
+            assert named in record.error.message and "hook_timeout_s" in record.error.message
 
 
 def test_doctor_reports_a_hung_scenarios_and_goes_on():
@@ -242,3 +260,11 @@ def test_doctor_reports_a_hung_check_task_and_goes_on():
     by_task = {diagnosis.task_id: diagnosis for diagnosis in diagnose(TASKS, HungCheck(), NoSandbox())}
     assert any("check_task()" in p and "hook_timeout_s" in p for p in by_task["t6"].problems)
     assert not any("hook_timeout_s" in p for p in by_task["t9"].problems)
+
+
+def test_doctor_reports_a_hung_scripted_player_and_goes_on():
+    from rewardpipe.doctor import diagnose
+
+    by_task = {diagnosis.task_id: diagnosis for diagnosis in diagnose(TASKS, HungPlayer(), NoSandbox())}
+    assert any("hook_timeout_s" in p for p in by_task["t6"].problems)
+    assert not any("hook_timeout_s" in p for p in by_task["t3"].problems)
