@@ -385,6 +385,9 @@ MetricValue = float | int | str | bool | None
 MAX_METRIC_TEXT_CHARS = 2000
 #: The longest metric name a record keeps: a longer one is left out, and said so.
 MAX_METRIC_NAME_CHARS = 200
+#: The most metrics one source (an environment's ``metrics()``, a reward's diagnostics) adds to a record: the ones past
+#: it are left out, and said so (200,000 of them, each short, made a 3 MB record of every rollout).
+MAX_METRICS = 256
 
 
 def cut_text(value: str, limit: int) -> str:
@@ -402,7 +405,8 @@ def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue]
     They may carry what the model wrote (a diagnostics reporting the answer it parsed), so nothing in them may
     fail the record, its JSON or the Nova answer: text keys with number, text, boolean or None values are kept,
     text with its lone surrogates replaced by U+FFFD and cut to ``MAX_METRIC_TEXT_CHARS``; an integer no float holds,
-    a name longer than ``MAX_METRIC_NAME_CHARS``, any other value or key is left out and named.
+    a name longer than ``MAX_METRIC_NAME_CHARS``, any other value or key is left out and named, and so are the
+    metrics past the first ``MAX_METRICS`` kept.
     """
     if not isinstance(values, dict):
         try:
@@ -411,7 +415,12 @@ def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue]
             return {}, f"{source} returned {type(values).__name__}, not a dict ({type(exc).__name__})"
     kept: dict[str, MetricValue] = {}
     odd: list[str] = []
+    seen = 0
     for name, value in values.items():
+        if len(kept) >= MAX_METRICS:
+            odd.insert(0, f"{len(values) - seen:,} of its {len(values):,} metrics past the first {MAX_METRICS} kept")
+            break
+        seen += 1
         if not isinstance(name, str):
             odd.append(repr(name)[:40] if isinstance(name, (int, float, bool)) else f"a {type(name).__name__} key")
             continue

@@ -14,6 +14,9 @@ E2. One hook call kept up to ``max_observation_messages`` (100) messages of ``ma
 E3. A reply's tool calls reached an environment that offers no tools when the reply came from elsewhere than the
 local policy (Nova's generate responses, a recording): the local policy sends no tools and keeps the text alone, so
 the same turn made two different episodes. The engine now keeps the text of such a turn, whatever its source.
+
+E4. A record kept every metric an environment's ``metrics()`` (or a reward's diagnostics) gave: 200,000 short ones
+made a 3 MB record of every rollout. At most ``MAX_METRICS`` are kept; the rest are left out and said so.
 """
 
 from __future__ import annotations
@@ -268,3 +271,39 @@ def test_doctor_reports_a_hung_scripted_player_and_goes_on():
     by_task = {diagnosis.task_id: diagnosis for diagnosis in diagnose(TASKS, HungPlayer(), NoSandbox())}
     assert any("hook_timeout_s" in p for p in by_task["t6"].problems)
     assert not any("hook_timeout_s" in p for p in by_task["t3"].problems)
+
+
+# -- E4: the number of metrics a record keeps is bounded, as their texts are ------------------------------------
+
+
+def test_an_environment_giving_a_flood_of_metrics_keeps_a_bounded_record():
+    from rewardpipe.models import MAX_METRICS
+
+    class Counts(Count):
+        def metrics(self, state, task):
+            return {f"m{index}": index for index in range(200_000)}
+
+    records = _run(Counts())
+    assert records and all(record.status == "scored" for record in records)
+    for record in records:
+        assert len(record.metrics) <= MAX_METRICS + 10  # the platform's own beside them
+        assert record.metrics["m0"] == 0
+        assert "200,000" in record.metrics["env_metrics_error"]
+        assert len(record.model_dump_json()) < 100_000
+
+
+def test_a_reward_diagnostics_flood_is_bounded_too():
+    from rewardpipe import Reward, component
+    from rewardpipe.models import MAX_METRICS, Message
+
+    @component(range=(0, 1), role="outcome")
+    def one(messages):
+        """Always 1."""
+        return 1.0
+
+    def flood(messages):
+        return {f"d{index}": "x" for index in range(100_000)}
+
+    reward = Reward("flood", [one], diagnostics=flood)
+    score = reward.score([Message(role="user", content="q"), Message(role="assistant", content="a")])
+    assert score.error is None and len(score.metrics) <= MAX_METRICS + 10
