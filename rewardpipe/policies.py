@@ -206,6 +206,19 @@ class ScenarioMix:
             raise
         except BaseException as exc:  # the environment's code (sys.exit() too): its rollout's error, not the run's end
             raise ScenarioFailed(f"scenarios() of task {task.task_id!r} {how_failed(exc)}") from exc
+        if not isinstance(scenarios, Mapping) or not all(isinstance(s, ScriptedPolicy) for s in scenarios.values()):
+            # a list of names, a dict of plain functions: "AttributeError: 'list' object has no attribute 'items'"
+            # said neither what returned it nor what it should be
+            odd = (
+                scenarios
+                if not isinstance(scenarios, Mapping)
+                else next(s for s in scenarios.values() if not isinstance(s, ScriptedPolicy))
+            )
+            what = "returned" if odd is scenarios else "named"
+            raise ScenarioFailed(
+                f"scenarios() of task {task.task_id!r} {what} a {type(odd).__name__}: it returns a dict of named "
+                f"ScriptedPolicy players"
+            )
         if not scenarios:
             raise ValueError(f"the environment gives no scenarios for task '{task.task_id}' to play")
         if len(self._by_task) >= 4096:

@@ -17,6 +17,10 @@ the same turn made two different episodes. The engine now keeps the text of such
 
 E4. A record kept every metric an environment's ``metrics()`` (or a reward's diagnostics) gave: 200,000 short ones
 made a 3 MB record of every rollout. At most ``MAX_METRICS`` are kept; the rest are left out and said so.
+
+E5. A ``scenarios()`` returning a list of names, or a dict of plain functions, made every rollout of ``run --policy
+scripted`` a ``policy_error`` saying "AttributeError: 'list' object has no attribute 'items'": it now says what
+returned what, and what it should return.
 """
 
 from __future__ import annotations
@@ -307,3 +311,24 @@ def test_a_reward_diagnostics_flood_is_bounded_too():
     reward = Reward("flood", [one], diagnostics=flood)
     score = reward.score([Message(role="user", content="q"), Message(role="assistant", content="a")])
     assert score.error is None and len(score.metrics) <= MAX_METRICS + 10
+
+
+# -- E5: scenarios() of the wrong shape is named as such ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [(["reference"], "returned a list"), ({"reference": lambda state, task: "3"}, "named a function")],
+    ids=["list", "plain function"],
+)
+def test_scenarios_of_the_wrong_shape_is_named_in_each_rollouts_error(given, named):
+    class Odd(Count):
+        def scenarios(self, task):
+            return given
+
+    records = _run(Odd())
+    assert [record.status for record in records] == ["error"] * 6
+    for record in records:
+        assert record.error.kind == "policy_error"
+        assert f"scenarios() of task {record.task_id!r} {named}" in record.error.message
+        assert "ScriptedPolicy" in record.error.message
