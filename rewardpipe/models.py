@@ -386,8 +386,9 @@ MAX_METRIC_TEXT_CHARS = 2000
 #: The longest metric name a record keeps: a longer one is left out, and said so.
 MAX_METRIC_NAME_CHARS = 200
 #: The most metrics one source (an environment's ``metrics()``, a reward's diagnostics) adds to a record: the ones past
-#: it are left out, and said so (200,000 of them, each short, made a 3 MB record of every rollout).
-MAX_METRICS = 256
+#: it are left out, and said so (200,000 of them, each short, made a 3 MB record of every rollout). Above the 1,500
+#: checks a reward's diagnostics may report (round sixteen keeps them all in the record, tests/aws).
+MAX_METRICS = 2048
 
 
 def cut_text(value: str, limit: int) -> str:
