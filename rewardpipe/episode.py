@@ -456,12 +456,6 @@ def apply_policy_turn(state: EpisodeState, turn: str | Message, env: Environment
         raise EpisodeError(
             f"rollout {state.rollout_id}: a policy turn must be an assistant message, got role '{message.role}'"
         )
-    if message.tool_calls and not _offers_tools(env, task):
-        # Calls to tools the environment never offered: the local policy sends no tools and keeps only the reply's
-        # text, but a reply from elsewhere (Nova's generate responses, a recording) carried them into the state, the
-        # transcript and every later request, where an endpoint refuses an assistant call no tool message answers.
-        # The turn is its text, whatever its source.
-        message = message.model_copy(update={"tool_calls": None})
     new = state.evolve(messages=[*state.messages, message])
     # The hook gets a list of its own: one it changes in place is then seen as changed, and leaves ours whole.
     shown = new.evolve(messages=list(new.messages))
@@ -471,15 +465,6 @@ def apply_policy_turn(state: EpisodeState, turn: str | Message, env: Environment
     if new.next_action == "env" and new.assistant_turns >= new.max_turns:
         new = new.evolve(next_action="score", end_reason=TURN_LIMIT)
     return new
-
-
-def _offers_tools(env: Environment, task: Any) -> bool:
-    """Whether the environment offers the model tools for ``task``: its ``tool_schemas`` (a list, or a function of the
-    task, as ``OpenAIPolicy`` is given them) gives any."""
-    schemas = getattr(env, "tool_schemas", None)
-    if callable(schemas):
-        schemas = call_hook(env, "tool_schemas", task)
-    return bool(schemas)
 
 
 def apply_env_turn(

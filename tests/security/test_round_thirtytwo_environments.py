@@ -11,14 +11,10 @@ E2. One hook call kept up to ``max_observation_messages`` (100) messages of ``ma
 ``max_observation_total_chars`` (default 1,000,000) bounds their total: the messages past it are dropped, counted in
 ``env_observations_dropped``, with the note the message limit writes.
 
-E3. A reply's tool calls reached an environment that offers no tools when the reply came from elsewhere than the
-local policy (Nova's generate responses, a recording): the local policy sends no tools and keeps the text alone, so
-the same turn made two different episodes. The engine now keeps the text of such a turn, whatever its source.
-
-E4. A record kept every metric an environment's ``metrics()`` (or a reward's diagnostics) gave: 200,000 short ones
+E3. A record kept every metric an environment's ``metrics()`` (or a reward's diagnostics) gave: 200,000 short ones
 made a 3 MB record of every rollout. At most ``MAX_METRICS`` are kept; the rest are left out and said so.
 
-E5. A ``scenarios()`` returning a list of names, or a dict of plain functions, made every rollout of ``run --policy
+E4. A ``scenarios()`` returning a list of names, or a dict of plain functions, made every rollout of ``run --policy
 scripted`` a ``policy_error`` saying "AttributeError: 'list' object has no attribute 'items'": it now says what
 returned what, and what it should return.
 """
@@ -206,38 +202,7 @@ def test_a_bad_max_observation_total_chars_is_named(bad):
         check_environment(Bad())
 
 
-# -- E3: tool calls to an environment offering no tools -----------------------------------------------------------
-
-CALLS = [{"id": "c1", "type": "function", "function": {"name": "rm_rf", "arguments": '{"path": "/"}'}}]
-
-
-def test_a_turn_with_tool_calls_to_an_environment_without_tools_keeps_its_text_alone():
-    from rewardpipe.episode import apply_policy_turn, start_episode
-
-    env, task = Count(), TASKS[0]
-    state = start_episode(task, env=env, run_id="r", step=0, group_id="g", rollout_id="x")
-    after = apply_policy_turn(state, Message(role="assistant", content="3", tool_calls=CALLS), env, task)
-    assert after.messages[-1].tool_calls is None
-    assert after.messages[-1].content == "3" and after.found
-
-
-def test_a_policy_giving_tool_calls_to_an_environment_without_tools_plays_as_the_local_policy():
-    class NovaLike:
-        """What a generate response gives: the text and the calls the model wrote."""
-
-        def next_turn(self, state, task):
-            return Message(role="assistant", content=str(task.target - 1), tool_calls=CALLS)
-
-    seen = []
-
-    class Watching(Count):
-        def respond(self, state, task, ctx):
-            seen.append([message.tool_calls for message in state.messages])
-            return super().respond(state, task, ctx)
-
-    records = _run(Watching(), policy=NovaLike())
-    assert all(record.status == "scored" for record in records)
-    assert seen and all(calls is None for conversation in seen for calls in conversation)
+# -- tool calls ---------------------------------------------------------------------------------------------------
 
 
 def test_an_environment_offering_tools_keeps_the_calls():
@@ -277,7 +242,7 @@ def test_doctor_reports_a_hung_scripted_player_and_goes_on():
     assert not any("hook_timeout_s" in p for p in by_task["t3"].problems)
 
 
-# -- E4: the number of metrics a record keeps is bounded, as their texts are ------------------------------------
+# -- E3: the number of metrics a record keeps is bounded, as their texts are ------------------------------------
 
 
 def test_an_environment_giving_a_flood_of_metrics_keeps_a_bounded_record():
@@ -313,7 +278,7 @@ def test_a_reward_diagnostics_flood_is_bounded_too():
     assert score.error is None and len(score.metrics) <= MAX_METRICS + 10
 
 
-# -- E5: scenarios() of the wrong shape is named as such ----------------------------------------------------------
+# -- E4: scenarios() of the wrong shape is named as such ----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
