@@ -111,6 +111,38 @@ def _turn_request(message: dict[str, Any]) -> dict[str, Any] | None:
     return body
 
 
+def trainer_reply(turn: Any) -> dict[str, Any]:
+    """The callback output for what ``respond`` returned: its text, or an assistant message as the local OpenAI
+    policy reads one (:func:`rewardpipe.openai_client.choice_message`), ``{"text", "tool_calls"}``, so a model's
+    tool calls reach the episode (:func:`rewardpipe.aws.rollout.trainer_turn`). A message is a dict (``content``,
+    ``tool_calls``), an object with ``model_dump`` (the OpenAI SDK's message, a rewardpipe Message), a choice
+    (``{"message", "finish_reason"}``) or a whole chat completion (its first choice). A reply a content filter or
+    a refusal took the place of is sent as ``{"filtered": true}``; TypeError when it holds no turn."""
+    from rewardpipe.openai_client import ContentFiltered, EndpointError, NoTextBeforeLimit, choice_message
+
+    if isinstance(turn, str):
+        return {"text": turn}
+    if hasattr(turn, "model_dump"):
+        turn = turn.model_dump(mode="json", exclude_none=True)
+    if not isinstance(turn, dict):
+        raise TypeError(f"respond returned {type(turn).__name__}, not text or an assistant message")
+    choices = turn.get("choices")
+    choice = (choices[0] if isinstance(choices, list) and choices else {}) if "choices" in turn else turn
+    if "choices" not in turn and "message" not in turn:
+        choice = {"message": turn}
+    try:
+        message = choice_message(choice, "respond")
+    except ContentFiltered:
+        return {"filtered": True}
+    except NoTextBeforeLimit:  # max_tokens ran out before any text: the model's empty turn
+        return {"text": ""}
+    except EndpointError as exc:
+        raise TypeError(f"respond returned no assistant turn: {exc}") from None
+    if not message["tool_calls"]:
+        return {"text": message["content"]}
+    return {"text": message["content"], "tool_calls": message["tool_calls"]}
+
+
 # How long a turn's message stays hidden past each extension while it is answered (the turn queue's own
 # visibility timeout is 5 minutes; SQS allows up to 12 hours per extension).
 TURN_KEEP_HIDDEN_S = 300
@@ -356,13 +388,10 @@ class RolloutClient:
                     raise
                 return self._fail(token, "the turn request could not be read: ", exc)
             try:
-                text = respond(request)
-                if not isinstance(text, str):
-                    raise TypeError(f"respond returned {type(text).__name__}, not text")
+                output = trainer_reply(respond(request))
             except Exception as exc:  # noqa: BLE001 - reported to the execution, which records it
                 return self._fail(token, "", exc)
-            output = {"text": text}
-            if payload_size(output) > PAYLOAD_BUDGET:
+            if payload_size(output) > PAYLOAD_BUDGET:  # the whole reply, its tool calls too
                 key = self._store(str(body.get("bucket") or "")).put_json(str(body["reply_key"]), output)
                 output = {"text_key": key}
             # A throttled answer is sent again here: left to the queue, the turn would be generated again.
@@ -385,8 +414,9 @@ class RolloutClient:
         """Answer turn requests from the queue until ``until()``; returns how many turns were delivered.
 
         ``respond(request)`` gets ``{"run", "step", "group", "rollout", "messages"}`` and returns the
-        assistant turn. Up to ``workers`` requests are answered in parallel. If ``respond`` raises, the
-        execution is told (SendTaskFailure) and ends in an error record. A request whose execution no
+        assistant turn: its text, or an assistant message with ``tool_calls`` (:func:`trainer_reply`). Up to
+        ``workers`` requests are answered in parallel. If ``respond`` raises, the execution is told
+        (SendTaskFailure) and ends in an error record. A request whose execution no
         longer waits (TaskTimedOut, InvalidToken, TaskDoesNotExist: e.g. a redelivered message), a second
         copy of a turn in the same batch and a malformed message are deleted and skipped. A message whose answer hit a
         transient fault (throttling, a 5xx, a dropped connection: after botocore's own retries) is left on the queue, so
