@@ -708,7 +708,8 @@ def _conclude(
         delivery.resume()
     elif ref.next == "score" or _can_run_inline(ref, settings):
         # runs a Lambda-route job; the output leaves in SendTaskFailure's cause
-        output = rollout_output(*score_snapshot(store, snapshot, task, settings), budget=CAUSE_LIMIT)
+        states = StateStore(store, ref.run, ref.attempt)
+        output = rollout_output(*score_snapshot(store, snapshot, task, settings, states), budget=CAUSE_LIMIT)
         delivery.leave(FINISHED, output)
         done = {**ref.dump(), "next": "finished", "status": output["status"], "record_key": output["record_key"]}
         return done if delivery.token is not None else {**done, "output": output}
@@ -865,8 +866,18 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
     )
 
 
-def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: TaskRow, settings: Settings) -> tuple[Record, str]:
+# The scored record of an attempt, kept in its state folder before anything else is written: if a later write or the
+# answer fails, RecordError answers with this score (:func:`record_failure`), never with an error record.
+SCORED_NAME = "scored.json"
+
+
+def score_snapshot(
+    store: Any, snapshot: EpisodeSnapshot, task: TaskRow, settings: Settings, states: StateStore | None = None
+) -> tuple[Record, str]:
     """Score the episode with the configured reward and write its record and transcript. Returns (record, key).
+
+    With ``states`` (the attempt's), a scored record is first kept there as :data:`SCORED_NAME`: a failure after the
+    score (its transcript or record not written, the answer not sent, the function timed out) loses no score.
 
     The committed code's result comes from the Lambda runner, invoked here with the job inline (rebuilt from
     the episode, which is how it was built at the commit), or from the Fargate runner's ``result.json``.
@@ -892,6 +903,8 @@ def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: TaskRow, setting
 
         emit([execution_point(ref_exec.route, execution.duration_ms)])
     record = finish_episode(snapshot.state, task, execution, settings.reward, env)
+    if states is not None and record.status == "scored":
+        states.put(SCORED_NAME, json.loads(record.to_json()))
     put_transcript(store, snapshot.state, task, execution, record, env=env)
     return record, put_record_once(store, record)
 
@@ -899,8 +912,8 @@ def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: TaskRow, setting
 def score(ref: StateRef, settings: Settings, store: Any = None) -> tuple[Record, str]:
     """The Score state's work, after a code-runner state: :func:`score_snapshot` of the referenced episode."""
     store = store or open_bucket_store(settings)
-    _, snapshot = load_snapshot(store, ref, settings.environment)
-    return score_snapshot(store, snapshot, load_task(store, snapshot.task_key, settings.environment), settings)
+    states, snapshot = load_snapshot(store, ref, settings.environment)
+    return score_snapshot(store, snapshot, load_task(store, snapshot.task_key, settings.environment), settings, states)
 
 
 # What an execution's output keeps when it must shrink, stage by stage: first every component and flag, then the
@@ -1221,6 +1234,36 @@ def _configured(load: Any) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
+def _scored_by_attempt(store: Any, event: FailedRollout) -> Record | None:
+    """The record this very attempt scored before it failed (:data:`SCORED_NAME`), or None."""
+    from rewardpipe.store import StoreError
+
+    try:
+        states = StateStore(store, event.run, event.attempt)
+        raw = states.get(states.key(SCORED_NAME))
+        record = Record.model_validate(raw)
+    except (ValueError, FileNotFoundError, StoreError):  # none (the usual failure), or unreadable: not a score
+        return None
+    return record if record.status == "scored" and record.run_id == event.run else None
+
+
+def _keep_score(store: Any, record: Record, snapshot: EpisodeSnapshot | None, env: Any) -> tuple[Record, str]:
+    """Write (again) the scored record of an attempt that failed after scoring, with a transcript if it has none,
+    and answer with it: the failure came after the score and changes nothing in it."""
+    from rewardpipe.aws.lambda_support import is_transient
+    from rewardpipe.store import record_key
+
+    _put_unless_scored(store, record)
+    if snapshot is not None and env is not None:
+        try:
+            if store.get_json(transcript_key(snapshot.state), default=None) is None:
+                put_transcript(store, snapshot.state, record=record, env=env)
+        except Exception as exc:  # the record is what is answered; its transcript is worth a retry only
+            if is_transient(exc):
+                raise
+    return record, record_key(record)
+
+
 def record_failure(
     event: FailedRollout, settings: Settings, store: Any = None, read_execution_input: Any = None
 ) -> tuple[Record, str]:
@@ -1231,7 +1274,8 @@ def record_failure(
     event function, :func:`with_execution_input`) supplies the ids from the execution's own input.
     Failed executions without usable ids are told apart by the execution name; a long group or rollout
     id keeps its full value in the record under the store's hash-suffixed key; an existing scored
-    record is never replaced.
+    record is never replaced. An attempt that failed after it scored (its transcript or record not written, its
+    answer not sent, its function timed out) is answered with its score and its record written: no error record.
     """
     from rewardpipe.episode import error_record, failure_record
 
@@ -1243,6 +1287,9 @@ def record_failure(
     if snapshot is None and event.rollout is None and event.execution and read_execution_input is not None:
         event = read_execution_input(event)
         snapshot = _failed_snapshot(store, event, env)
+    scored = _scored_by_attempt(store, event)
+    if scored is not None:  # the failure came after this attempt's score: answered with it, as it stands
+        return _keep_score(store, scored, snapshot, env)
     state = snapshot.state if snapshot is not None else None
     info = describe_failure(event.error, event.failed_state, state)
     problem = env_problem or reward_problem

@@ -5,6 +5,12 @@
   carry into the episode, could not reach a callback rollout at all (a message refused as "not text"). ``respond``
   may now return an assistant message (a dict, the OpenAI SDK's message or chat completion), read as the local
   policy reads a reply (:func:`rewardpipe.openai_client.choice_message`): the calls reach the episode the same way.
+* A rollout whose function failed after it scored (its transcript or record not written, its answer to Step
+  Functions not sent, the function timed out) was answered by RecordError with an error record: the computed score
+  was lost, and where the record had been written the execution's answer (what Nova and ``wait`` read) said error
+  beside a scored record. The scored record is now kept in the attempt's state folder before anything else is
+  written, and RecordError answers with it (writing its record again if it was not): only this attempt's score,
+  never an earlier attempt's.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ import json
 
 import pytest
 
+from tests.aws.handlers import Context, load
 from tests.aws.test_client import _FakeSfn, _FakeSqs, _turn, turn_bucket  # noqa: F401 - the fixture
+from tests.aws.test_rollout_handlers import _client_error, _event, _failed, bucket, runner  # noqa: F401 - fixtures
 from tests.integrations.test_round_thirtyone_integrations import TOOL_REPLY, _tool_call
 
 pytestmark = pytest.mark.xdist_group("cdk")
@@ -85,3 +93,97 @@ class TestTheClientCarriesToolCalls:
         sfn = _serve(lambda request: replies[request["rollout"]], [_turn(token) for token in replies], s3)
         assert sfn.success == {"refused": {"filtered": True}, "empty": {"text": ""}}
         assert set(sfn.failure) == {"nothing", "number"}
+
+
+# -- a failure after the score -------------------------------------------------------------------------------------
+
+
+def _sent_nothing_back(monkeypatch, code: str = "ThrottlingException") -> list:
+    """Step Functions refuses every SendTaskFailure (botocore's retries spent): the conversation state's answer."""
+    from rewardpipe.aws import rollout
+
+    tried = []
+
+    class Refusing:
+        def send_task_failure(self, **kwargs):
+            tried.append(kwargs)
+            raise _client_error(code)
+
+    monkeypatch.setattr(rollout.TokenDelivery, "_client", lambda self, service: Refusing())
+    return tried
+
+
+def _values(output: dict) -> dict:
+    return {m["name"]: m["value"] for m in output["metrics_list"]}
+
+
+class _FifteenMinutes(Context):
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000  # time to run the job inline and score in the same invocation
+
+
+class TestAScoreOutlivesALaterFailure:
+    def test_a_conversation_state_whose_answer_failed_after_it_scored_is_answered_with_the_score(
+        self,
+        bucket,  # noqa: F811
+        runner,  # noqa: F811
+        monkeypatch,
+    ):
+        """Before: the record was scored but RecordError's answer, the execution's output, was an error record."""
+        tried = _sent_nothing_back(monkeypatch)
+        with pytest.raises(Exception, match="ThrottlingException"):
+            load("rollout_start").lambda_handler(
+                {"input": _event(), "attempt": "att-1", "task_token": "t"}, _FifteenMinutes()
+            )
+        assert tried and json.loads(tried[0]["cause"])["status"] == "scored"
+        # The Pass before RecordError keeps only the error; the run is what RecordError reads back from the execution.
+        out = load("error_record").lambda_handler(
+            _failed({"run": "r"}, "StartEpisodeStep", "ThrottlingException"), Context()
+        )
+        sent = json.loads(tried[0]["cause"])
+        assert out["status"] == "scored" and out["aggregate_reward_score"] == sent["aggregate_reward_score"]
+        assert _values(out) == _values(sent) and _values(out)["reward_error"] == 0
+        assert bucket.get_json(out["record_key"])["status"] == "scored"
+
+    def test_a_score_whose_transcript_and_record_were_not_written_is_written_and_answered(
+        self,
+        bucket,  # noqa: F811
+        runner,  # noqa: F811
+        monkeypatch,
+    ):
+        """Before: nothing was written but an error record (scoring_error): the score computed was lost."""
+        from rewardpipe.aws import rollout
+
+        ref = load("rollout_start").lambda_handler({"input": _event(), "attempt": "att-1"}, Context())
+        written = rollout.put_transcript
+
+        def unwritable(*args, **kwargs):
+            raise _client_error("AccessDenied")
+
+        monkeypatch.setattr(rollout, "put_transcript", unwritable)
+        with pytest.raises(Exception, match="AccessDenied"):
+            load("score_rollout").lambda_handler(ref, Context())
+        assert not bucket.list_keys("runs/r/step=2/")
+        monkeypatch.setattr(rollout, "put_transcript", written)
+        out = load("error_record").lambda_handler(_failed(ref, "ScoreStep", "AccessDenied"), Context())
+        record = bucket.get_json(out["record_key"])
+        assert out["status"] == record["status"] == "scored" and record["error"] is None
+        assert _values(out)["correctness"] == 1.0
+        assert bucket.list_keys("runs/r/transcripts/")  # and the rollout has its transcript
+
+    def test_only_this_attempts_score_answers_for_it(self, bucket, runner):  # noqa: F811
+        """A re-run's failure is its own: an earlier attempt's score (another model's answers) never stands in."""
+        ref = load("rollout_start").lambda_handler({"input": _event(), "attempt": "att-1"}, Context())
+        scored = load("score_rollout").lambda_handler(ref, Context())
+        again = load("rollout_start").lambda_handler({"input": _event(), "attempt": "att-2"}, Context())
+        out = load("error_record").lambda_handler(
+            _failed(again, "ScoreStep", "States.Timeout", attempt="att-2"), Context()
+        )
+        assert out["status"] == "error" and out["record_key"] == scored["record_key"]
+        assert bucket.get_json(scored["record_key"])["status"] == "scored"  # kept, as before
+        # An error record, or an unreadable object, where a score would be is no score either.
+        bucket.put_json("runs/r/state/att-2/scored.json", {"status": "scored", "run_id": "r"})
+        out = load("error_record").lambda_handler(
+            _failed(again, "ScoreStep", "States.Timeout", attempt="att-2"), Context()
+        )
+        assert out["status"] == "error"
