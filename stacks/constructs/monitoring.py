@@ -94,8 +94,10 @@ def notifying_alarm(
     action: cw.IAlarmAction | None,
     missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING,
     ok_action: bool = True,
+    evaluation_periods: int = 1,
 ) -> cw.Alarm:
-    """An alarm named ``<stack>-<name>`` (the prefix the topic's CloudWatch grant allows) notifying ``action``."""
+    """An alarm named ``<stack>-<name>`` (the prefix the topic's CloudWatch grant allows) notifying ``action``; over
+    several ``evaluation_periods`` one breaching period of them is enough."""
     alarm = cw.Alarm(
         scope,
         construct_id,
@@ -104,7 +106,8 @@ def notifying_alarm(
         metric=metric,
         threshold=threshold,
         comparison_operator=comparison,
-        evaluation_periods=1,
+        evaluation_periods=evaluation_periods,
+        datapoints_to_alarm=1 if evaluation_periods > 1 else None,
         treat_missing_data=missing,
     )
     if action is not None:
@@ -181,6 +184,57 @@ def dead_letter_alarm(scope: Construct, queue: Any, name: str, what: str, action
         comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
         missing=cw.TreatMissingData.IGNORE,
     )
+
+
+# What the new-dead-letters alarm computes: how much the queue's count rose from one period to the next. A period
+# without a point counts as an empty queue: SQS stops reporting an idle queue (even one holding messages), and a
+# dead letter makes it active again, so the count it comes back with is a rise.
+NEW_DEAD_LETTERS = "DIFF(FILL(visible, 0))"
+# Periods the new-dead-letters alarm looks back over: DIFF needs the period before the newest in its query.
+NEW_DEAD_LETTER_PERIODS = 2
+
+
+def new_dead_letter_alarm(
+    scope: Construct, queue: Any, name: str, what: str, action: cw.IAlarmAction | None
+) -> cw.Alarm:
+    """``<name>-new``: the dead-letter queue's count rose. ``<name>`` stays in ALARM while the queue holds a
+    message, so it notifies of the first dead letter only; this one notifies of each later one as well (dead
+    letters that arrive within one period of each other are one notification). Its OK says nothing (no action)."""
+    cid = "".join(part.capitalize() for part in name.split("-"))
+    return notifying_alarm(
+        scope,
+        f"{cid}NewAlarm",
+        f"{name}-new",
+        action=action,
+        description=(
+            f"More messages were dead-lettered: {what}. (Also sent when SQS reports a queue still holding dead "
+            "letters again after six idle hours, for example when someone opens it.)"
+        ),
+        metric=cw.MathExpression(
+            expression=NEW_DEAD_LETTERS,
+            using_metrics={
+                "visible": queue.metric_approximate_number_of_messages_visible(
+                    period=FAILURE_PERIOD, statistic="Maximum"
+                )
+            },
+            period=FAILURE_PERIOD,
+            label="dead letters added",
+        ),
+        threshold=0,
+        comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        ok_action=False,
+        evaluation_periods=NEW_DEAD_LETTER_PERIODS,
+    )
+
+
+def dead_letter_alarms(
+    scope: Construct, queue: Any, name: str, what: str, action: cw.IAlarmAction | None
+) -> list[cw.Alarm]:
+    """:func:`dead_letter_alarm` (the queue holds a message) and :func:`new_dead_letter_alarm` (more arrived)."""
+    return [
+        dead_letter_alarm(scope, queue, name, what, action),
+        new_dead_letter_alarm(scope, queue, name, what, action),
+    ]
 
 
 def _metric(name: str, period: Duration, statistic: str = "Maximum", **dims: str) -> cw.Metric:
@@ -380,6 +434,15 @@ class Monitoring(Construct):
             comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             missing=cw.TreatMissingData.IGNORE,  # as every dead-letter alarm (dead_letter_alarm)
         )
+        self.alarms.append(
+            new_dead_letter_alarm(
+                self,
+                self.dead_letters,
+                "variance-check-undelivered",
+                "a variance check invocation was given up after its retries",
+                self._action,
+            )
+        )
         # Every function a rollout or a Nova reward depends on, and the trainers' dead-lettered turn requests.
         self.failure_alarms: list[cw.Alarm] = []
         watched = [
@@ -393,14 +456,12 @@ class Monitoring(Construct):
             watched.append((single_turn, "reward-lambda", "Nova single-turn reward"))
         for fn, name, what in watched:
             self.failure_alarms += function_failure_alarms(self, fn, name, what, action)
-        self.failure_alarms.append(
-            dead_letter_alarm(
-                self,
-                workflow.turn_requests_dlq,
-                "turn-requests-dead-letters",
-                "a trainer turn request was received 5 times without being answered",
-                action,
-            )
+        self.failure_alarms += dead_letter_alarms(
+            self,
+            workflow.turn_requests_dlq,
+            "turn-requests-dead-letters",
+            "a trainer turn request was received 5 times without being answered",
+            action,
         )
         self.alarms += self.failure_alarms
         heartbeat = Duration.minutes(heartbeat_minutes(settings))

@@ -46,7 +46,7 @@ from stacks.constructs.common import (
     task_response_statement,
 )
 from stacks.constructs.monitoring import (
-    dead_letter_alarm,
+    dead_letter_alarms,
     event_dead_letter_queue,
     function_failure_alarms,
     notifying_alarm,
@@ -440,25 +440,21 @@ class NovaBridge(Construct):
         ):
             self.failure_alarms += function_failure_alarms(self, fn, f"nova-{name}", f"Nova bridge {what}", action)
         for queue_name, queue in self.dead_letter_queues.items():
-            self.failure_alarms.append(
-                dead_letter_alarm(
-                    self,
-                    queue,
-                    f"nova-{_kebab(queue_name)}-dead-letters",
-                    f"the Nova bridge gave up on a message of {queue_name} after 5 receives",
-                    action,
-                )
-            )
-
-        self.failure_alarms.append(
-            dead_letter_alarm(
+            self.failure_alarms += dead_letter_alarms(
                 self,
-                self.event_dead_letters,
-                "nova-event-dead-letters",
-                "an execution's end (responder) or a sweep was not delivered, or failed after its retries, or a "
-                "rollout request invoked asynchronously could not be queued (rollout proxy)",
+                queue,
+                f"nova-{_kebab(queue_name)}-dead-letters",
+                f"the Nova bridge gave up on a message of {queue_name} after 5 receives",
                 action,
             )
+
+        self.failure_alarms += dead_letter_alarms(
+            self,
+            self.event_dead_letters,
+            "nova-event-dead-letters",
+            "an execution's end (responder) or a sweep was not delivered, or failed after its retries, or a "
+            "rollout request invoked asynchronously could not be queued (rollout proxy)",
+            action,
         )
 
         outputs = {

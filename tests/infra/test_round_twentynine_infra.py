@@ -164,6 +164,8 @@ def test_every_math_alarm_has_a_value_when_only_one_of_its_metrics_reports(conte
     for name, alarm in alarms.items():
         (expression,) = [m["Expression"] for m in alarm["Metrics"] if m.get("ReturnData", True) and "Expression" in m]
         ids = [m["Id"] for m in alarm["Metrics"] if "MetricStat" in m]
+        if len(ids) < 2:  # no other metric to be missing (a one-metric DIFF is read over periods, round 32)
+            continue
         for reporting in ids:
             values: dict[str, float | _Missing] = {i: MISSING for i in ids}
             values[reporting] = 3.0

@@ -1,0 +1,113 @@
+"""Round thirty-two, infrastructure: what CloudWatch does that moto does not model.
+
+A dead-letter queue's alarm (``<name>``: the queue holds a message) goes to ALARM at the first dead letter and stays
+there while the message is kept, and CloudWatch notifies only when an alarm changes state: a second, third... dead
+letter while the first was still in the queue sent nothing, so an operator who had seen the first heard of none of
+the rest (of another sample, another run, hours later). Each dead-letter queue now also has ``<name>-new``, on how
+much the queue's count rose from one period to the next (``DIFF(FILL(visible, 0))``): it notifies of every later
+dead letter too. SQS's ``NumberOfMessagesSent`` is no way to count them: it does not count a message a source queue
+moves to its dead-letter queue ("Available CloudWatch metrics for Amazon SQS"). SQS reports nothing for a queue idle
+six hours, holding messages or not, so a period without a point counts as an empty queue: the dead letter that ends
+the silence is a rise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+
+from tests.aws import harness
+
+pytestmark = pytest.mark.xdist_group("cdk")
+
+CONTEXTS = pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT], ids=["default", "nova-bridge"])
+_DIFF_FILL = re.compile(r"^DIFF\(FILL\((\w+),\s*(\d+(?:\.\d+)?)\)\)$")
+
+
+def _queue_alarms(template: dict) -> dict[str, list[dict]]:
+    """{queue logical id: the properties of every alarm on its ApproximateNumberOfMessagesVisible}."""
+    out: dict[str, list[dict]] = {}
+    for resource in template["Resources"].values():
+        if resource["Type"] != "AWS::CloudWatch::Alarm":
+            continue
+        props = resource["Properties"]
+        stats = [props] + [m["MetricStat"]["Metric"] for m in props.get("Metrics", []) if "MetricStat" in m]
+        for stat in stats:
+            if stat.get("Namespace") == "AWS/SQS" and stat.get("MetricName") == "ApproximateNumberOfMessagesVisible":
+                for dimension in stat.get("Dimensions", []):
+                    out.setdefault(dimension["Value"]["Fn::GetAtt"][0], []).append(props)
+    return out
+
+
+def _points(props: dict, series: list, t: int) -> list:
+    """The alarm's datapoints at period ``t`` (its last EvaluationPeriods periods), computed from the queue's
+    per-period Maximum ``series`` (None: SQS reported nothing) over those periods only, as the alarm queries them."""
+    n = props["EvaluationPeriods"]
+    window = series[max(0, t - n + 1) : t + 1]
+    if "Metrics" not in props:
+        return window
+    (expression,) = [m["Expression"] for m in props["Metrics"] if m.get("ReturnData", True) and "Expression" in m]
+    match = _DIFF_FILL.match(expression)
+    assert match, f"an expression this test cannot evaluate: {expression}"
+    filled = [float(match.group(2)) if v is None else v for v in window]
+    return [None] + [b - a for a, b in itertools.pairwise(filled)]
+
+
+def _notifications(props: dict, series: list) -> list[int]:
+    """The periods at which the alarm enters ALARM (its AlarmActions run), evaluated once per period."""
+    from tests.infra.test_round_twentynine_infra import _breaches
+
+    state, entered = "OK", []
+    for t in range(len(series)):
+        points = [p for p in _points(props, series, t) if p is not None]
+        if not points:
+            treat = props.get("TreatMissingData", "missing")
+            new = state if treat == "ignore" else "ALARM" if treat == "breaching" else "OK"
+        else:
+            breaching = sum(_breaches(props, p) for p in points)
+            new = "ALARM" if breaching >= props.get("DatapointsToAlarm", props["EvaluationPeriods"]) else "OK"
+        if new == "ALARM" and state != "ALARM" and props.get("AlarmActions"):
+            entered.append(t)
+        state = new
+    return entered
+
+
+HOURS = 12  # five-minute periods
+
+
+def _sent(alarms: list[dict], series: list) -> set[int]:
+    return {t for props in alarms for t in _notifications(props, series)}
+
+
+@CONTEXTS
+def test_every_dead_letter_is_heard_of_not_only_the_first(context):
+    """Before: the second dead letter (another rollout's, hours later) sent nothing, the first still queued."""
+    queues = _queue_alarms(harness.synthesized(context).template)
+    assert len(queues) == (2 if not context else 8)
+    quiet, first, idle, second = [0] * 3, [1] * (6 * HOURS), [None] * (7 * HOURS), [2] * 3
+    for queue, alarms in queues.items():
+        # The first dead letter, kept six hours (SQS reports it), then silence, then a second one.
+        sent = _sent(alarms, quiet + first + idle + second)
+        assert sent & {3, 4}, f"{queue}: the first dead letter sent nothing"
+        assert not sent & set(range(5, len(quiet + first + idle))), f"{queue}: notified with nothing new"
+        assert sent & {len(quiet + first + idle), len(quiet + first + idle) + 1}, f"{queue}: the second, unheard of"
+        # A second one while SQS still reports the first.
+        sent = _sent(alarms, quiet + first + second)
+        assert sent & {len(quiet + first), len(quiet + first) + 1}, f"{queue}: the second, unheard of"
+        # An idle empty queue, and a dead letter redriven, tell nobody anything.
+        assert not _sent(alarms, quiet + [None] * HOURS + quiet), queue
+        assert _sent(alarms, quiet + first + [0] * 3) == _sent(alarms, quiet + first), queue
+
+
+@CONTEXTS
+def test_the_new_dead_letters_alarm_sends_no_all_clear(context):
+    """Its OK only means nothing more arrived: the queue may still hold dead letters (``<name>`` says that)."""
+    for queue, alarms in _queue_alarms(harness.synthesized(context).template).items():
+        rises = [a for a in alarms if "Metrics" in a]
+        assert len(rises) == 1, queue
+        (rise,) = rises
+        assert rise["AlarmActions"] and not rise.get("OKActions"), queue
+        (holds,) = [a for a in alarms if "Metrics" not in a]
+        assert rise["AlarmName"] == f"{holds['AlarmName']}-new", queue
