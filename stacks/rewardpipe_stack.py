@@ -195,11 +195,21 @@ class RewardPipeStack(Stack):
                     resources=[self.monitoring.function.function_arn],
                 ),
                 # The trainer reads each conversation from its state snapshot and writes replies and inputs too
-                # large for Step Functions' 256 KiB payloads (rewardpipe.aws.state); nothing else in the bucket.
+                # large for Step Functions' 256 KiB payloads (rewardpipe.aws.state); nothing else in the bucket. It
+                # writes no other state object: not the episode, nor the score RecordError answers with.
                 iam.PolicyStatement(
                     sid="ExchangeLargeState",
-                    actions=["s3:GetObject", "s3:PutObject"],
+                    actions=["s3:GetObject"],
                     resources=[f"{bucket}/runs/*/state/*", f"{bucket}/tasks/inline/*"],
+                ),
+                iam.PolicyStatement(
+                    sid="WriteLargeRepliesAndInputs",
+                    actions=["s3:PutObject"],
+                    resources=[
+                        f"{bucket}/runs/*/state/*/reply-*.json",
+                        f"{bucket}/runs/*/state/inputs/*",
+                        f"{bucket}/tasks/inline/*",
+                    ],
                 ),
             ],
         )
@@ -320,11 +330,18 @@ class RewardPipeStack(Stack):
                 {
                     "id": "AwsSolutions-IAM5",
                     "reason": (
-                        "The trainer exchanges per-execution state objects (runs/<run>/state/<attempt>/...) and "
-                        "inline tasks whose keys are only known per rollout; nothing else in the bucket."
+                        "The trainer reads per-execution state objects (runs/<run>/state/<attempt>/...) and writes "
+                        "its replies (reply-<n>.json), large inputs (state/inputs/) and inline tasks, whose keys are "
+                        "only known per rollout; nothing else in the bucket."
                     ),
                     "appliesTo": [
-                        {"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(runs/\\*/state|tasks/inline)/\\*$/g"}
+                        {"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(runs/\\*/state|tasks/inline)/\\*$/g"},
+                        {
+                            "regex": (
+                                "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/runs/\\*/state/"
+                                "(\\*/reply-\\*\\.json|inputs/\\*)$/g"
+                            )
+                        },
                     ],
                 },
                 {

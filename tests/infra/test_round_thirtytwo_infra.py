@@ -111,3 +111,37 @@ def test_the_new_dead_letters_alarm_sends_no_all_clear(context):
         assert rise["AlarmActions"] and not rise.get("OKActions"), queue
         (holds,) = [a for a in alarms if "Metrics" not in a]
         assert rise["AlarmName"] == f"{holds['AlarmName']}-new", queue
+
+
+# -- the trainer writes its replies and inputs, not the rollout's state ---------------------------------------------
+
+
+def _trainer_may(action: str, key: str) -> bool:
+    from fnmatch import fnmatchcase
+
+    from tests.aws.test_client import _key_patterns, _trainer_policy
+
+    statements = _trainer_policy(harness.synthesized())
+    s3 = [st for st in statements if st["Effect"] == "Allow" and action in st["Action"]]
+    return any(fnmatchcase(key, pattern) for st in s3 for pattern in _key_patterns(st))
+
+
+def test_the_trainer_may_write_its_replies_and_inputs_but_not_the_episode_or_its_score():
+    """The TrainerPolicy allowed s3:PutObject on all of ``runs/*/state/*``: a trainer role (or whoever holds it) could
+    rewrite a rollout's episode or put the ``scored.json`` RecordError answers with (a score of its choosing for a
+    failed rollout). It writes a reply too large to send (``reply-<n>.json``), large inputs (``state/inputs/``) and
+    inline tasks only, and still reads the conversation."""
+    for key in (
+        "runs/r/state/att-1/reply-3.json",
+        "runs/r/state/inputs/att-1/turns-0123456789abcdef.json",
+        "tasks/inline/r/t-0123456789abcdef.json",
+    ):
+        assert _trainer_may("s3:PutObject", key), key
+    for key in (
+        "runs/r/state/att-1/episode.json",
+        "runs/r/state/att-1/scored.json",
+        "runs/r/state/att-1/replay.json",
+        "runs/r/state/att-1/failed-2.json",
+    ):
+        assert not _trainer_may("s3:PutObject", key), key
+        assert _trainer_may("s3:GetObject", key), key  # reading is all it needs of them
