@@ -320,7 +320,13 @@ class NovaBridge(Construct):
         grant_objects(self.forwarder, bucket.bucket_arn, f"{run_records}state/", ["s3:GetObject"])
         self.generate_requests.grant_send_messages(self.forwarder)
         self.router.add_to_role_policy(task_response_statement())
-        grant_objects(self.router, bucket.bucket_arn, f"{run_records}state/", ["s3:PutObject"])  # large replies
+        # Large replies only, at their turn's reply_key (rewardpipe.aws.rollout): no other state object of a rollout
+        # (its episode, the score RecordError answers with) is the router's to write.
+        self.router.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[f"{bucket.bucket_arn}/{run_records}state/*/reply-*.json"]
+            )
+        )
         self.sweeper.add_to_role_policy(
             iam.PolicyStatement(actions=["states:StopExecution", "states:DescribeExecution"], resources=[executions])
         )
@@ -493,7 +499,8 @@ class NovaBridge(Construct):
                         "(runs/<run>/, tasks/inline/<run>/); keys are per rollout."
                     ),
                     "appliesTo": [
-                        {"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(runs|tasks/inline)/.*\\*$/g"}
+                        {"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(runs|tasks/inline)/.*\\*$/g"},
+                        {"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/runs/.*/state/\\*/reply-\\*\\.json$/g"},
                     ],
                 },
                 {

@@ -145,3 +145,39 @@ def test_the_trainer_may_write_its_replies_and_inputs_but_not_the_episode_or_its
     ):
         assert not _trainer_may("s3:PutObject", key), key
         assert _trainer_may("s3:GetObject", key), key  # reading is all it needs of them
+
+
+def _role_may(template: dict, function_prefix: str, action: str, key: str) -> bool:
+    """Whether the role of the function whose logical id starts with ``function_prefix`` has ``action`` on ``key``
+    in its identity policies (the template's AWS::IAM::Policy resources attached to it)."""
+    from fnmatch import fnmatchcase
+
+    from tests.aws.test_client import _key_patterns
+
+    resources = template["Resources"]
+    (function,) = [
+        r for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function" and k.startswith(function_prefix)
+    ]
+    role = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    statements = [
+        st
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+        for st in r["Properties"]["PolicyDocument"]["Statement"]
+        if st["Effect"] == "Allow" and action in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+    ]
+    patterns = [p for st in statements if "Fn::Join" in str(st["Resource"]) for p in _key_patterns(st)]
+    return any(fnmatchcase(key, pattern) for pattern in patterns)
+
+
+def test_the_nova_router_writes_a_turns_large_reply_and_no_other_state_object():
+    """The router, which handles Nova's generate responses (model text), could put any object under its run's
+    ``state/``: the episode, or the ``scored.json`` RecordError answers with. It writes large replies only."""
+    from rewardpipe.store import run_prefix
+    from stacks.constructs.nova_bridge import NovaBridgeSettings
+
+    template = harness.synthesized(harness.NOVA_BRIDGE_CONTEXT).template
+    state = f"{run_prefix(NovaBridgeSettings().run_id)}state/att-1/"
+    assert _role_may(template, "NovaBridgeRouter", "s3:PutObject", f"{state}reply-4.json")
+    for name in ("episode.json", "scored.json", "failed-2.json", "replay.json"):
+        assert not _role_may(template, "NovaBridgeRouter", "s3:PutObject", f"{state}{name}"), name
