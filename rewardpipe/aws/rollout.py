@@ -968,15 +968,16 @@ def put_record_once(store: Any, record: Record) -> str:
     return key
 
 
-def _put_unless_scored(store: Any, record: Record) -> bool:
-    """:func:`put_record_once`; True when ``record`` was written, False when a scored record was kept."""
+def _put_unless_scored(store: Any, record: Record, keep_scored: bool = False) -> bool:
+    """:func:`put_record_once`; True when ``record`` was written, False when a scored record was kept. With
+    ``keep_scored`` a scored record is kept even from a scored ``record`` (one written late, after a re-run's)."""
     from rewardpipe.store import record_key
 
     key = record_key(record)
     client = getattr(store, "client", None)
     if client is None or not hasattr(store, "bucket"):
         existing = store.get_json(key, default=None)
-        if _keeps(existing, record):
+        if _keeps(existing, record, keep_scored):
             return False
         store.put_record(record)
         return True
@@ -1002,7 +1003,7 @@ def _put_unless_scored(store: Any, record: Record) -> bool:
             existing = json.loads(current["Body"].read())
         except ValueError:
             existing = None  # unreadable: replaced like an error record
-        if _keeps(existing, record):
+        if _keeps(existing, record, keep_scored):
             return False
         condition = {"IfMatch": current["ETag"]}
     from rewardpipe.aws.lambda_support import TransientError
@@ -1010,9 +1011,10 @@ def _put_unless_scored(store: Any, record: Record) -> bool:
     raise TransientError(f"the record at {key} kept changing during {RECORD_WRITE_ATTEMPTS} conditional writes")
 
 
-def _keeps(existing: Any, record: Record) -> bool:
+def _keeps(existing: Any, record: Record, keep_scored: bool = False) -> bool:
     """True when ``existing`` (a stored record, as JSON) must stay instead of ``record``."""
-    return record.status == "error" and isinstance(existing, dict) and existing.get("status") == "scored"
+    scored = isinstance(existing, dict) and existing.get("status") == "scored"
+    return scored and (record.status == "error" or keep_scored)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1253,7 +1255,7 @@ def _keep_score(store: Any, record: Record, snapshot: EpisodeSnapshot | None, en
     from rewardpipe.aws.lambda_support import is_transient
     from rewardpipe.store import record_key
 
-    _put_unless_scored(store, record)
+    _put_unless_scored(store, record, keep_scored=True)  # its own write, or a re-run's that came after it
     if snapshot is not None and env is not None:
         try:
             if store.get_json(transcript_key(snapshot.state), default=None) is None:

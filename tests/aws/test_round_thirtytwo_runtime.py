@@ -187,3 +187,14 @@ class TestAScoreOutlivesALaterFailure:
             _failed(again, "ScoreStep", "States.Timeout", attempt="att-2"), Context()
         )
         assert out["status"] == "error"
+
+    def test_a_late_answer_with_a_score_leaves_a_re_runs_scored_record(self, bucket, runner):  # noqa: F811
+        """Answering a failed attempt with its score writes its record only where there is none, or an error record:
+        a re-run's scored record written meanwhile stays (the record is the rollout's latest result)."""
+        ref = load("rollout_start").lambda_handler({"input": _event(), "attempt": "att-1"}, Context())
+        scored = load("score_rollout").lambda_handler(ref, Context())
+        rerun = {**bucket.get_json(scored["record_key"]), "aggregate": 0.25}
+        bucket.put_json(scored["record_key"], rerun)
+        out = load("error_record").lambda_handler(_failed(ref, "ScoreStep", "States.Timeout"), Context())
+        assert out["status"] == "scored" and out["aggregate_reward_score"] == scored["aggregate_reward_score"]
+        assert bucket.get_json(scored["record_key"]) == rerun
