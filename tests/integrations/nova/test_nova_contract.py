@@ -161,7 +161,9 @@ def test_bridge_functions_reach_only_their_runs_state_and_records(nova_synth):
 
     assert any('"/runs/nova/state/*"' in r for r in resources("NovaBridgeForwarder", "s3:GetObject"))
     assert not any('"/runs/*"' in r for r in resources("NovaBridgeForwarder", "s3:GetObject"))
-    assert any('"/runs/nova/state/*"' in r for r in resources("NovaBridgeRouter", "s3:PutObject"))
+    # the router writes large replies only (round thirty-two), no other state object
+    assert any('"/runs/nova/state/*/reply-*.json"' in r for r in resources("NovaBridgeRouter", "s3:PutObject"))
+    assert not any('"/runs/nova/state/*"' in r for r in resources("NovaBridgeRouter", "s3:PutObject"))
     for prefix in ("NovaBridgeIntake", "NovaBridgeSweeper"):
         assert any('"/runs/nova/*"' in r for r in resources(prefix, "s3:PutObject")), prefix
         assert any(":nova-*" in r for r in resources(prefix, "states:DescribeExecution")), prefix
