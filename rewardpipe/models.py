@@ -87,13 +87,17 @@ def checked_score(
     absurd reward must never be handed to a trainer as a score, nor reach the monitor's statistics.
     Every score goes through it: :class:`rewardpipe.rewards.Reward`'s own (so a library caller never gets a NaN
     reward) and every record built from one (``rewardpipe.episode.build_record``), locally and on AWS."""
-    if error is not None and error.kind == "component_out_of_range" and error.non_finite is None:
-        # a component_out_of_range this check did not make (a reward's explain_error naming it): no value of it
-        # was found not finite, whatever its message says (model-written text may end it)
-        error = error.model_copy(update={"non_finite": False})
     bad_components = {
         name: problem for name, value in components.items() if (problem := score_problem(value)) is not None
     }
+    if error is not None and error.kind == "component_out_of_range" and error.non_finite is None:
+        # a component_out_of_range this check did not make (a reward's explain_error or a subclass's score_input
+        # naming it): what its values are says whether one was not finite, never its message (model-written text
+        # may end it)
+        found = any(
+            isinstance(value := components[name], float) and not math.isfinite(value) for name in bad_components
+        )
+        error = error.model_copy(update={"non_finite": found})
     if bad_components:
         name, problem = next(iter(bad_components.items()))
         bad = components[name]

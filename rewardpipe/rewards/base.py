@@ -14,6 +14,7 @@ loop, the single-turn Nova Lambda, the AWS score step and the trainer adapters.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -367,6 +368,24 @@ class Reward:
     vocabulary returning extra metrics), ``explain_error`` (why a component came back None), and for
     single-turn code rewards ``needs_execution`` / ``executed_code``.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass's own ``score_input`` returns what the base class's does: a Score whose values are scores
+        (:func:`_bounded`), whose ``component_out_of_range`` error says by its ``non_finite`` field, never by its
+        message, whether a value was not finite. Without it such a subclass handed a NaN on, or an error every
+        reader (TRL's rows, Nova's answer) read from its text."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("score_input")
+        if own is None or getattr(own, "_rewardpipe_bounded", False):
+            return
+
+        @functools.wraps(own)
+        def score_input(self: Reward, data: ScoringInput) -> Score:
+            score = own(self, data)
+            return _bounded(score) if isinstance(score, Score) else score
+
+        score_input._rewardpipe_bounded = True  # type: ignore[attr-defined]
+        cls.score_input = score_input  # type: ignore[method-assign]
 
     def __init__(
         self,

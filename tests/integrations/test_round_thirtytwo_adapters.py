@@ -1,0 +1,86 @@
+"""Round thirty-two, part 1b: report transcripts, a Reward subclass's own errors, the verl and verifiers adapters.
+
+Each test failed before its fix (see docs/changelog.md, round thirty-two). The real verl and verifiers packages
+are tested in their own venvs (``make test-verl`` / ``make test-verifiers``); these need neither."""
+
+from __future__ import annotations
+
+import math
+
+from rewardpipe import component
+from rewardpipe.models import ErrorInfo, Message
+from rewardpipe.rewards import Reward, Score
+
+#: Text ending as a non-finite value's message does (``rewardpipe.models.NOT_FINITE``), from a value that was finite.
+_SPOOF = "component 'main': the model says 7 is not a finite number"
+
+
+@component(range=(0.0, 1.0), role="outcome")
+def main(completion: str) -> float:
+    return 1.0 if "1" in completion else None  # type: ignore[return-value]
+
+
+class _OwnError(Reward):
+    """A subclass scoring by its own ``score_input``: an error of its own kind ``component_out_of_range``."""
+
+    def score_input(self, data):  # type: ignore[no-untyped-def]
+        score = super().score_input(data)
+        if score.error is None:
+            return score
+        return Score(
+            dict.fromkeys(score.components),
+            score.weights,
+            None,
+            {},
+            ErrorInfo(kind="component_out_of_range", message=_SPOOF),
+        )
+
+
+class TestAnOverriddenScoreInputIsBounded:
+    """A Reward subclass overriding ``score_input`` skipped ``_bounded``: the component_out_of_range error it
+    returned kept ``non_finite`` None, so TRL's row kind (and every reader of it) was read from its message: text
+    ending "is not a finite number" made a finite value's error ``non_finite_score``. Every score_input a subclass
+    defines now goes through the same check as the base class's."""
+
+    def test_its_error_says_no_value_was_not_finite(self):
+        reward = _OwnError("own_error", [main])
+        score = reward.score([Message(role="user", content="q"), Message(role="assistant", content="no")])
+        assert score.error is not None and score.error.kind == "component_out_of_range"
+        assert score.error.non_finite is False
+
+    def test_the_trl_row_kind_is_not_read_from_its_message(self):
+        from rewardpipe.integrations.trl import _row_kind
+
+        reward = _OwnError("own_error", [main])
+        scores = reward.score_columns([_input("no"), _input("1")])
+        assert scores.errors[1] is None and scores.errors[0] is not None
+        assert _row_kind(scores.errors[0]) == "component_out_of_range"
+
+    def test_a_nan_it_returns_is_no_score(self):
+        class Nan(Reward):
+            def score_input(self, data):  # type: ignore[no-untyped-def]
+                return Score({"main": math.nan}, {"main": 1.0}, math.nan, {}, None)
+
+        score = Nan("nan", [main]).score([Message(role="assistant", content="1")])
+        assert score.aggregate is None and score.components == {"main": None}
+        assert score.error is not None and score.error.non_finite is True
+
+    def test_its_own_error_naming_a_nan_value_says_it_was_not_finite(self):
+        class Own(Reward):
+            def score_input(self, data):  # type: ignore[no-untyped-def]
+                return Score(
+                    {"main": math.inf},
+                    {"main": 1.0},
+                    None,
+                    {},
+                    ErrorInfo(kind="component_out_of_range", message="mine"),
+                )
+
+        score = Own("own", [main]).score([Message(role="assistant", content="1")])
+        assert score.error is not None and score.error.message == "mine" and score.error.non_finite is True
+
+
+def _input(completion: str):  # type: ignore[no-untyped-def]
+    from rewardpipe.rewards import ScoringInput
+
+    return ScoringInput(messages=[Message(role="user", content="q"), Message(role="assistant", content=completion)])
