@@ -358,12 +358,17 @@ def _transcript(example: dict[str, Any]) -> str:
         return f'<details><summary>{label}</summary><p class="muted">{_t(reason)}</p></details>'
     body = []
     turn = -1
-    for message in transcript["messages"]:
+    left_out, left_out_from = transcript.get("messages_left_out") or 0, transcript.get("messages_left_out_from")
+    for index, message in enumerate(transcript["messages"]):
+        if left_out and index == left_out_from:
+            body.append(f'<p class="muted">… {_t(left_out)} messages left out …</p>')
         role = message["role"]
         if role == "assistant":
-            turn += 1
+            turn = message.get("turn", turn + 1)  # reports before the cap did not say it
             kinds = transcript.get("turn_kinds") or []
-            role = f"assistant · turn {turn} · {kinds[turn] if turn < len(kinds) else '?'}"
+            role = (
+                f"assistant · turn {turn} · {kinds[turn] if isinstance(turn, int) and 0 <= turn < len(kinds) else '?'}"
+            )
         if message.get("name") is not None:
             role += f" · {message['name']}"
         if message.get("tool_call_id") is not None:

@@ -26,6 +26,9 @@ REPORT_SCHEMA = "rewardpipe.report/v1"
 EXAMPLES_PER_ALARM = 3
 MESSAGE_CHARS = 4000  # a transcript message longer than this is cut in the report (the store keeps it whole)
 TOOL_CALLS = 16  # tool calls of one message shown in the report (the rest are counted)
+#: Messages of one transcript the report shows: the first FIRST_MESSAGES (the prompt, the first turns) and the last
+#: LAST_MESSAGES (how it ended); the ones between are counted (``messages_left_out``), never listed.
+FIRST_MESSAGES, LAST_MESSAGES = 20, 40
 AGGREGATE = "aggregate"
 
 
@@ -107,10 +110,13 @@ def _compact_call(call: Any) -> dict[str, Any]:
     }
 
 
-def _compact_message(message: Any) -> dict[str, Any]:
+def _compact_message(message: Any, turn: int | None) -> dict[str, Any]:
     """A message as the report shows it: role and content, and its tool calls, call id and name where it has them
-    (without them, an assistant turn made of tool calls showed as empty)."""
+    (without them, an assistant turn made of tool calls showed as empty); given ``turn``, an assistant message says
+    it (0-based, counted over the whole transcript, shown or not: only a transcript with messages left out)."""
     compact: dict[str, Any] = {"role": message.role, "content": _cut(message.content)}
+    if turn is not None:
+        compact["turn"] = turn
     calls = message.tool_calls or []
     if calls:
         compact["tool_calls"] = [_compact_call(call) for call in calls[:TOOL_CALLS]]
@@ -123,9 +129,31 @@ def _compact_message(message: Any) -> dict[str, Any]:
     return compact
 
 
+def _compact_messages(messages: Sequence[Any]) -> dict[str, Any]:
+    """The messages the report shows (:data:`FIRST_MESSAGES` and :data:`LAST_MESSAGES`), their count
+    (``messages_count``), how many between them are left out (``messages_left_out``) and where (the index of the
+    first, ``messages_left_out_from``; then each assistant message shown says its ``turn``). An episode of thousands
+    of messages made a report of megabytes per example."""
+    turns: list[int | None] = []
+    turn = -1
+    for message in messages:
+        if message.role == "assistant":
+            turn += 1
+        turns.append(turn if message.role == "assistant" else None)
+    count = len(messages)
+    left_out = max(count - FIRST_MESSAGES - LAST_MESSAGES, 0)
+    shown = range(count) if not left_out else [*range(FIRST_MESSAGES), *range(count - LAST_MESSAGES, count)]
+    return {
+        "messages": [_compact_message(messages[i], turns[i] if left_out else None) for i in shown],
+        "messages_count": count,
+        "messages_left_out": left_out,
+        **({"messages_left_out_from": FIRST_MESSAGES} if left_out else {}),
+    }
+
+
 def _compact_transcript(transcript: Any) -> dict[str, Any]:
     return {
-        "messages": [_compact_message(m) for m in transcript.messages],
+        **_compact_messages(transcript.messages),
         "turn_kinds": list(transcript.turn_kinds),
         # only an environment with a spec reports revealed items (the page counts them only then)
         **({"revealed": [item.model_dump() for item in transcript.revealed]} if transcript.reveals_spec else {}),

@@ -84,3 +84,56 @@ def _input(completion: str):  # type: ignore[no-untyped-def]
     from rewardpipe.rewards import ScoringInput
 
     return ScoringInput(messages=[Message(role="user", content="q"), Message(role="assistant", content=completion)])
+
+
+class TestReportTranscriptsAreCapped:
+    """A report's alarm example listed every message of its transcript (each cut to 4,000 characters, but any
+    number of them: an episode of thousands of messages made megabytes per example). It shows the first 20 and the
+    last 40, says how many were left out and where, and numbers assistant turns over the whole transcript."""
+
+    @staticmethod
+    def _transcript(count: int):  # type: ignore[no-untyped-def]
+        from types import SimpleNamespace
+
+        from rewardpipe.transcripts import Verdict
+
+        messages = [Message(role="user", content="the task")] + [
+            Message(role="assistant" if i % 2 == 0 else "user", content=f"m{i}") for i in range(count - 1)
+        ]
+        kinds = [f"k{i}" for i in range(count)]
+        return SimpleNamespace(
+            messages=messages, turn_kinds=kinds, reveals_spec=False, executed_code=None,
+            verdict=Verdict(status="not_executed"), components={}, aggregate=None,
+        )  # fmt: skip
+
+    def test_a_long_transcript_shows_its_first_and_last_messages_and_counts_the_rest(self):
+        from rewardpipe.monitoring.report import FIRST_MESSAGES, LAST_MESSAGES, _compact_transcript
+
+        count = 5000
+        compact = _compact_transcript(self._transcript(count))
+        shown = compact["messages"]
+        assert len(shown) == FIRST_MESSAGES + LAST_MESSAGES
+        assert compact["messages_count"] == count
+        assert compact["messages_left_out"] == count - FIRST_MESSAGES - LAST_MESSAGES
+        assert compact["messages_left_out_from"] == FIRST_MESSAGES
+        assert shown[0]["content"] == "the task" and shown[-1]["content"] == f"m{count - 2}"
+        # the last assistant message is turn (count - 2) // 2 of the whole transcript, not of the ones shown
+        last_assistant = next(m for m in reversed(shown) if m["role"] == "assistant")
+        assert last_assistant["turn"] == (int(last_assistant["content"][1:])) // 2
+
+    def test_the_page_says_how_many_were_left_out_and_names_turns_as_the_transcript_does(self):
+        from rewardpipe.monitoring.html import _transcript
+        from rewardpipe.monitoring.report import _compact_transcript
+
+        compact = _compact_transcript(self._transcript(1001))
+        page = _transcript({"rollout_id": "r", "group_id": "g", "step": 0, "transcript": compact})
+        assert f"{compact['messages_left_out']} messages left out" in page
+        assert "assistant · turn 499 · k499" in page and "assistant · turn 500" not in page
+
+    def test_a_short_transcript_is_shown_whole(self):
+        from rewardpipe.monitoring.report import _compact_transcript
+
+        compact = _compact_transcript(self._transcript(7))
+        assert [m["content"] for m in compact["messages"]] == ["the task", *(f"m{i}" for i in range(6))]
+        assert compact["messages_left_out"] == 0 and "messages_left_out_from" not in compact
+        assert all("turn" not in m for m in compact["messages"])  # as before the cap
