@@ -24,10 +24,11 @@ verl has no "no reward" value, so an unscorable sample (a component that raised 
 0.0 with ``reward_error`` = 1 and NaN in every component (drop such rows from your statistics). The number it
 scores is the ``error_reward`` setting, given in verl's ``custom_reward_function.reward_kwargs`` (verl passes
 them to every call): ``zero`` (the default), ``neutral`` (with the batch reward manager, the mean score of the
-batch's scored samples of the same prompt, so its GRPO advantage is about 0; called per sample, with no other
-sample to take a mean of, 0.0) or ``fail_batch`` (``BatchFailed`` is raised and verl's step fails). ``reward_error``
-is not a ``filter_groups.metric``: DAPO keeps a group only when the metric varies inside it, so it would keep
-the groups with a failure and drop every healthy one (``score`` or a component work as usual).
+batch's scored samples of the same prompt and ``extra_info["index"]``, verl's row, so its GRPO advantage is
+about 0; called per sample, with no other sample to take a mean of, 0.0) or ``fail_batch`` (``BatchFailed`` is
+raised and verl's step fails). ``reward_error`` is not a ``filter_groups.metric``: DAPO keeps a group only when
+the metric varies inside it, so it would keep the groups with a failure and drop every healthy one (``score`` or
+a component work as usual).
 
 The ``ground_truth`` is the reward's ``reference``, numpy values inside it read as Python ones (:func:`plain`:
 verl reads it from parquet, where a list is an array). A reward that reads the conversation gets
@@ -48,7 +49,7 @@ from typing import Any
 
 from rewardpipe.models import nova_fields
 from rewardpipe.rewards import REWARDS, get_reward
-from rewardpipe.single_turn import score_samples
+from rewardpipe.single_turn import apply_error_reward, prompt_key, score_samples
 
 DATA_SOURCE_REWARDS = {"openai/gsm8k": "gsm8k", "gsm8k": "gsm8k"}
 DEFAULT_REWARD = "gsm8k"
@@ -202,7 +203,11 @@ def compute_scores(
         reward = get_reward(name)
         indices = [i for i in range(count) if chosen[i] == name]
         samples = [_sample(solutions[i], truths[i], infos[i]) for i in indices]
-        results = score_samples(samples, reward, error_reward=error_reward)
+        results = score_samples(samples, reward, error_reward="zero" if error_reward == "neutral" else error_reward)
+        if (
+            error_reward == "neutral"
+        ):  # verl's group: its prompt and its row (each rollout repeats the row's extra_info)
+            apply_error_reward(results, [(prompt_key(sample), repr(sample["id"])) for sample in samples], "neutral")
         for index, result in zip(indices, results, strict=True):
             out[index] = _scores(reward, result)
     return [score for score in out if score is not None]

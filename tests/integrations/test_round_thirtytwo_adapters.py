@@ -137,3 +137,34 @@ class TestReportTranscriptsAreCapped:
         assert [m["content"] for m in compact["messages"]] == ["the task", *(f"m{i}" for i in range(6))]
         assert compact["messages_left_out"] == 0 and "messages_left_out_from" not in compact
         assert all("turn" not in m for m in compact["messages"])  # as before the cap
+
+
+class TestVerlNeutralIsTheGroupsMean:
+    """verl's batch reward manager with ``error_reward: neutral``: an unscorable sample scores the mean of its group's
+    scored samples. A group was read from ``extra_info["question"]`` only; verl's MATH preprocessing (and any dataset
+    keeping the prompt in its own column) gives ``extra_info`` ``{"split", "index"}``, so every sample of the batch
+    fell in one group and an unscorable sample scored the batch's mean (an advantage far from 0 in a group of
+    right answers). verl repeats a row's ``extra_info`` for each of its rollouts: its ``index`` names the group."""
+
+    def test_the_mean_is_of_the_samples_with_its_index(self):
+        from rewardpipe.integrations.verl import compute_score
+
+        solutions = ["#### 5", "#### 5", None, "#### 4", "#### 4", None]
+        infos = [{"split": "train", "index": index} for index in (0, 0, 0, 1, 1, 1)]
+        out = compute_score(
+            data_sources=["openai/gsm8k"] * 6, solution_strs=solutions, ground_truths=["5"] * 6, extra_infos=infos,
+            error_reward="neutral",
+        )  # fmt: skip
+        assert [row["reward_error"] for row in out] == [0, 0, 1, 0, 0, 1]
+        assert out[2]["score"] == out[0]["score"] and out[5]["score"] == out[3]["score"]
+        assert out[0]["score"] != out[3]["score"]
+
+    def test_samples_of_one_question_without_an_index_are_still_one_group(self):
+        from rewardpipe.integrations.verl import compute_score
+
+        infos = [{"question": q} for q in ("a", "a", "b", "b")]
+        out = compute_score(
+            data_sources=["gsm8k"] * 4, solution_strs=["#### 5", None, "#### 4", None], ground_truths=["5"] * 4,
+            extra_infos=infos, error_reward="neutral",
+        )  # fmt: skip
+        assert out[1]["score"] == out[0]["score"] and out[3]["score"] == out[2]["score"]
