@@ -19,7 +19,8 @@ per-sample dicts (:func:`compute_scores`).
 
 Which reward scores a sample: ``extra_info["rewardpipe_reward"]`` if given (any reference: a built-in name,
 ``package.module:ATTR``, ``file.py:ATTR``, an installed short name), else the ``data_source`` (``openai/gsm8k``
-and ``gsm8k`` → ``gsm8k``; a built-in reward name is used as is), else ``gsm8k``.
+and ``gsm8k`` → ``gsm8k``; a built-in reward name is used as is), else ``gsm8k`` (said once per data source, in a
+warning). A ``rewardpipe_reward`` that is not text is a ValueError.
 verl has no "no reward" value, so an unscorable sample (a component that raised or could not compute) scores
 0.0 with ``reward_error`` = 1 and NaN in every component (drop such rows from your statistics). The number it
 scores is the ``error_reward`` setting, given in verl's ``custom_reward_function.reward_kwargs`` (verl passes
@@ -43,27 +44,62 @@ scored by one reward (samples choosing different rewards return different compon
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from rewardpipe.models import nova_fields
 from rewardpipe.rewards import REWARDS, get_reward
+from rewardpipe.safe_text import printable
 from rewardpipe.single_turn import apply_error_reward, prompt_key, score_samples
 
 DATA_SOURCE_REWARDS = {"openai/gsm8k": "gsm8k", "gsm8k": "gsm8k"}
 DEFAULT_REWARD = "gsm8k"
 
 
+logger = logging.getLogger("rewardpipe.verl")
+
+
+def _shown(value: Any, limit: int) -> str:
+    """``value`` as a message shows it: its repr, cut at ``limit`` characters, on one line, controls escaped."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr fails is named by its type
+        text = f"<{type(value).__name__}>"
+    return printable(text[:limit] + ("..." if len(text) > limit else ""), keep_newlines=False)
+
+
+#: The data sources :func:`reward_for` has said it scores with the default reward (each is said once).
+_WARNED_SOURCES: set[str] = set()
+
+
 def reward_for(data_source: Any, extra_info: Mapping[str, Any] | None) -> str:
+    """The reward a sample asks for. A ``rewardpipe_reward`` that is not text is a ValueError (as an unknown name
+    is); a data source rewardpipe does not know is scored by :data:`DEFAULT_REWARD`, said once per data source."""
     chosen = (extra_info or {}).get("rewardpipe_reward")
     if isinstance(chosen, str):
         return chosen  # an unknown name is a configuration error: score_samples raises naming it
+    if chosen is not None and not (isinstance(chosen, float) and math.isnan(chosen)):  # NaN: pandas' missing value
+        raise ValueError(
+            f"verl sample: extra_info['rewardpipe_reward'] must be a reward's name, got {type(chosen).__name__} "
+            f"{_shown(chosen, 80)}"
+        )
     if isinstance(data_source, str):
         if data_source in DATA_SOURCE_REWARDS:
             return DATA_SOURCE_REWARDS[data_source]
         if data_source in REWARDS:
             return data_source
+    if data_source is not None:
+        shown = _shown(data_source, 120)
+        if shown not in _WARNED_SOURCES and len(_WARNED_SOURCES) < 1000:
+            _WARNED_SOURCES.add(shown)
+            logger.warning(
+                "rewardpipe: data_source %s names no reward rewardpipe knows; its samples are scored by %r. Give "
+                "extra_info['rewardpipe_reward'] (a reward's name or reference) to choose another",
+                shown,
+                DEFAULT_REWARD,
+            )
     return DEFAULT_REWARD
 
 

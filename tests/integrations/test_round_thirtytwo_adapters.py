@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from rewardpipe import component
 from rewardpipe.models import ErrorInfo, Message
 from rewardpipe.rewards import Reward, Score
@@ -168,3 +170,42 @@ class TestVerlNeutralIsTheGroupsMean:
             extra_infos=infos, error_reward="neutral",
         )  # fmt: skip
         assert out[1]["score"] == out[0]["score"] and out[3]["score"] == out[2]["score"]
+
+
+class TestVerlRewardChoiceIsNeverSilentlyAnother:
+    """Which reward scores a verl sample: ``extra_info["rewardpipe_reward"]``, else the data source, else gsm8k. A
+    ``rewardpipe_reward`` that is not text (a number, a list: a dataset column of another type) was ignored, and a
+    data source rewardpipe does not know (``lighteval/MATH``) scored by gsm8k, both without a word: a run trained on
+    another reward than the one asked for. The first is a ValueError naming it (as an unknown name is); the second
+    is logged once per data source, naming the reward used and how to choose one."""
+
+    @pytest.mark.parametrize("chosen", [5, ["gsm8k"], b"gsm8k"])
+    def test_a_reward_choice_that_is_not_text_is_refused(self, chosen):
+        from rewardpipe.integrations.verl import compute_score
+
+        with pytest.raises(ValueError, match="rewardpipe_reward"):
+            compute_score("openai/gsm8k", "#### 5", "5", extra_info={"rewardpipe_reward": chosen})
+        with pytest.raises(ValueError, match="rewardpipe_reward"):
+            compute_score(
+                data_sources=["gsm8k"], solution_strs=["#### 5"], ground_truths=["5"],
+                extra_infos=[{"rewardpipe_reward": chosen}],
+            )  # fmt: skip
+
+    def test_an_unknown_data_source_is_named_once(self, caplog):
+        from rewardpipe.integrations import verl
+
+        verl._WARNED_SOURCES.clear()
+        with caplog.at_level("WARNING", logger="rewardpipe.verl"):
+            for _ in range(3):
+                verl.compute_score("lighteval/MATH", "#### 5", "5", extra_info={})
+            verl.compute_score("openai/gsm8k", "#### 5", "5", extra_info={})
+            verl.compute_score("lighteval/MATH", "#### 5", "5", extra_info={"rewardpipe_reward": "gsm8k"})
+        warned = [r.getMessage() for r in caplog.records if r.name == "rewardpipe.verl"]
+        assert len(warned) == 1
+        assert "lighteval/MATH" in warned[0] and "gsm8k" in warned[0] and "rewardpipe_reward" in warned[0]
+
+    def test_a_missing_choice_read_by_pandas_is_no_choice(self):
+        from rewardpipe.integrations.verl import compute_score
+
+        out = compute_score("openai/gsm8k", "#### 5", "5", extra_info={"rewardpipe_reward": math.nan})
+        assert out["score"] == 1.5 and out["reward_error"] == 0
