@@ -215,6 +215,15 @@ def _column(name: str, values: Any, count: int) -> list[Any]:
     return values
 
 
+def _row(index: Any) -> str | None:
+    """A sample's ``extra_info["index"]`` as part of its group's key; None (its prompt alone) when it has no repr (a
+    list nested past the recursion limit), never an exception out of the batch."""
+    try:
+        return repr(index)
+    except (RecursionError, ValueError):
+        return None
+
+
 def compute_scores(
     data_sources: Any,
     solution_strs: Any,
@@ -243,7 +252,7 @@ def compute_scores(
         if (
             error_reward == "neutral"
         ):  # verl's group: its prompt and its row (each rollout repeats the row's extra_info)
-            apply_error_reward(results, [(prompt_key(sample), repr(sample["id"])) for sample in samples], "neutral")
+            apply_error_reward(results, [(prompt_key(sample), _row(sample["id"])) for sample in samples], "neutral")
         for index, result in zip(indices, results, strict=True):
             out[index] = _scores(reward, result)
     return [score for score in out if score is not None]

@@ -209,3 +209,18 @@ class TestVerlRewardChoiceIsNeverSilentlyAnother:
 
         out = compute_score("openai/gsm8k", "#### 5", "5", extra_info={"rewardpipe_reward": math.nan})
         assert out["score"] == 1.5 and out["reward_error"] == 0
+
+
+def test_verl_neutral_with_an_index_nested_past_the_recursion_limit_is_scored():
+    """The group key of ``neutral`` reads ``extra_info["index"]``: one that has no repr is no group of its own, never
+    a RecursionError out of the batch."""
+    from rewardpipe.integrations.verl import compute_score
+
+    inner: list = []
+    for _ in range(5000):
+        inner = [inner]
+    out = compute_score(
+        data_sources=["gsm8k"] * 2, solution_strs=["#### 5", None], ground_truths=["5"] * 2,
+        extra_infos=[{"index": inner}, {"index": inner}], error_reward="neutral",
+    )  # fmt: skip
+    assert [row["reward_error"] for row in out] == [0, 1] and out[1]["score"] == out[0]["score"]
