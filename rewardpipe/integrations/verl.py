@@ -28,8 +28,9 @@ them to every call): ``zero`` (the default), ``neutral`` (with the batch reward 
 batch's scored samples of the same prompt and ``extra_info["index"]``, verl's row, so its GRPO advantage is
 about 0; called per sample, with no other sample to take a mean of, 0.0) or ``fail_batch`` (``BatchFailed`` is
 raised and verl's step fails). ``reward_error`` is not a ``filter_groups.metric``: DAPO keeps a group only when
-the metric varies inside it, so it would keep the groups with a failure and drop every healthy one (``score`` or
-a component work as usual).
+the metric varies inside it, so it would keep the groups with a failure and drop every healthy one (use
+``score``: a component's NaN makes the standard deviation of a group holding an unscorable sample NaN, and DAPO
+drops that group).
 
 The ``ground_truth`` is the reward's ``reference``, numpy values inside it read as Python ones (:func:`plain`:
 verl reads it from parquet, where a list is an array). A reward that reads the conversation gets
