@@ -40,7 +40,9 @@ Every sample of a reward returns the same keys (``score``, each component, ``rew
 managers append each key's value to a per-key list (``reward_extra_info``), so a key missing from one sample
 would shift every later value of that list onto the wrong sample. For the same reason a batch should be
 scored by one reward (samples choosing different rewards return different component keys). A component named
-``score`` or ``reward_error`` shares its key with verl's own: the dict holds the score and the flag there.
+``score`` or ``reward_error`` shares its key with verl's own: the dict holds the score and the flag there. One
+named ``reward`` is left out of the dict too: verl's validation files every sample's score under ``reward`` and
+then the dict's keys, and a second value a sample failed its check that each list has one.
 """
 
 from __future__ import annotations
@@ -162,8 +164,9 @@ def _sample(solution_str: Any, ground_truth: Any, extra_info: Any) -> dict[str, 
     }
 
 
-#: The keys of the dict that are verl's (the reward it trains on) and rewardpipe's flag, whatever the components.
-_VERL_KEYS = frozenset({"score", "reward_error"})
+#: The keys of the dict that are verl's (the reward it trains on, the key its validation files the score under) and
+#: rewardpipe's flag, whatever the components: a component of one of these names is not a key of the dict.
+_VERL_KEYS = frozenset({"score", "reward", "reward_error"})
 
 
 def _scores(reward: Any, result: Mapping[str, Any]) -> dict[str, float]:
@@ -171,7 +174,7 @@ def _scores(reward: Any, result: Mapping[str, Any]) -> dict[str, float]:
     failed = bool(flags.get("reward_error"))
     out: dict[str, float] = {"score": float(result["aggregate_reward_score"])}
     for name in reward.component_names:
-        if name in _VERL_KEYS:  # verl's own key: it holds the score (the flag), never the component's value
+        if name in _VERL_KEYS:  # verl's own key: the score (the flag, or verl's own), never the component's value
             continue
         value = values.get(name)
         out[name] = math.nan if failed or not isinstance(value, (int, float)) else float(value)

@@ -224,3 +224,27 @@ def test_verl_neutral_with_an_index_nested_past_the_recursion_limit_is_scored():
         extra_infos=[{"index": inner}, {"index": inner}], error_reward="neutral",
     )  # fmt: skip
     assert [row["reward_error"] for row in out] == [0, 1] and out[1]["score"] == out[0]["score"]
+
+
+class TestVerlKeysOfItsOwn:
+    """verl's validation puts each sample's score under ``reward`` in its per-key lists, then extends them with the
+    dict's other keys, and asserts every list is one value a sample. A component named ``reward`` was a key of the
+    dict: that list got two values a sample and verl's validation failed its assertion. ``reward`` is one of verl's
+    keys, as ``score`` is: the component is scored and summed, and left out of the dict."""
+
+    def test_a_component_named_reward_is_not_a_key(self, tmp_path):
+        from rewardpipe.integrations.verl import compute_score
+
+        source = tmp_path / "verl_reward_named_reward.py"
+        source.write_text(
+            "from rewardpipe.rewards import Reward, component\n"
+            "@component(range=(0, 1), role='outcome', name='reward')\n"
+            "def reward(completion): return 0.25\n"
+            "@component(range=(0, 1), role='shaping')\n"
+            "def other(completion): return 1.0\n"
+            "REWARD = Reward('mine_reward', [reward, other])\n"
+        )
+        info = {"rewardpipe_reward": f"{source}:REWARD"}
+        assert compute_score("x", "an answer", None, info) == {"score": 1.25, "other": 1.0, "reward_error": 0.0}
+        batch = compute_score(data_sources=["x"], solution_strs=["an answer"], ground_truths=None, extra_infos=[info])
+        assert batch == [{"score": 1.25, "other": 1.0, "reward_error": 0.0}]
