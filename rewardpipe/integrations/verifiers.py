@@ -20,7 +20,8 @@ verifiers' pydantic message objects; both are read.
   simulator already revealed is read off the conversation (verifiers keeps no simulator state).
 
 verifiers turns a reward-function exception into 0.0; here a component that raised (``component_raised``) or
-could not compute makes the sample ``float("nan")`` in every function instead, never a zero. A NaN reward would
+could not compute, or scoring that failed around the components (logged), makes the sample ``float("nan")`` in
+every function instead, never a zero. A NaN reward would
 make the whole group's advantages NaN (verifiers 0.2.1's ``Rubric.score_group`` subtracts the group's plain mean,
 and GRPO trainers take a plain mean and standard deviation per group), so :func:`rubric`, which sees the group,
 settles such a sample (:func:`settle_group`): its reward becomes the mean of its group's scored samples (its
@@ -34,6 +35,7 @@ has no group to take a value from and stays NaN, flagged ``reward_error`` 1; so 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -56,6 +58,8 @@ __all__ = [
     "settle_group",
     "simulator_env_response",
 ]
+
+logger = logging.getLogger("rewardpipe.verifiers")
 
 #: The metric :func:`rubric` adds to every rollout: 1.0 when its sample could not be scored, else 0.0.
 REWARD_ERROR = "reward_error"
@@ -113,7 +117,19 @@ class SampleScorer:
         self._unkeyed = 0
 
     def _score(self, sample: dict[str, Any]) -> dict[str, float]:
-        result = score_samples([sample], self.reward, executor=self.executor)[0]
+        """The sample's value of every component; NaN in each when it could not be scored. Scoring that raises (an
+        infrastructure fault outside the components: the sandbox's executor could not be made) is logged and NaN
+        too: verifiers would turn the exception into 0.0, a wrong answer's score, in every function."""
+        try:
+            result = score_samples([sample], self.reward, executor=self.executor)[0]
+        except Exception as exc:  # noqa: BLE001 - an interrupt still stops the run
+            logger.warning(
+                "rewardpipe: reward %r could not score a sample (%s: %s); it is NaN in every rubric function",
+                self.reward.name,
+                type(exc).__name__,
+                str(exc)[:500],
+            )
+            return dict.fromkeys(self.reward.component_names, math.nan)
         rewards, flags = nova_fields(result)  # components and flags apart, whatever their names
         failed = bool(flags.get("reward_error"))
         return {c: math.nan if failed or c not in rewards else float(rewards[c]) for c in self.reward.component_names}

@@ -248,3 +248,35 @@ class TestVerlKeysOfItsOwn:
         assert compute_score("x", "an answer", None, info) == {"score": 1.25, "other": 1.0, "reward_error": 0.0}
         batch = compute_score(data_sources=["x"], solution_strs=["an answer"], ground_truths=None, extra_infos=[info])
         assert batch == [{"score": 1.25, "other": 1.0, "reward_error": 0.0}]
+
+
+class TestVerifiersScoringThatRaisesIsNan:
+    """verifiers turns a rubric function's exception into 0.0. A rubric function of rewardpipe's raised when scoring
+    its sample failed outside the reward's components (the sandbox's executor could not be made, an infrastructure
+    fault): every component of the sample read 0.0, a wrong answer's score, and nothing said otherwise. Such a
+    sample is NaN in every function now (``settle_group`` then settles it, flagged ``reward_error``), and the
+    failure is logged."""
+
+    def test_every_function_of_the_sample_is_nan_and_the_failure_is_logged(self, monkeypatch, caplog):
+        import rewardpipe.integrations.verifiers as verifiers
+
+        def down(*_args, **_kwargs):
+            raise RuntimeError("sandbox unavailable")
+
+        monkeypatch.setattr(verifiers, "score_samples", down)
+        funcs, _ = verifiers.rubric_functions("gsm8k")
+        with caplog.at_level("WARNING", logger="rewardpipe.verifiers"):
+            values = [f(completion="#### 5", answer="5", prompt="q") for f in funcs]
+        assert all(math.isnan(v) for v in values)
+        assert "sandbox unavailable" in caplog.text
+
+    def test_an_interrupt_still_stops_the_run(self, monkeypatch):
+        import rewardpipe.integrations.verifiers as verifiers
+
+        def interrupted(*_args, **_kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(verifiers, "score_samples", interrupted)
+        funcs, _ = verifiers.rubric_functions("gsm8k")
+        with pytest.raises(KeyboardInterrupt):
+            funcs[0](completion="#### 5", answer="5", prompt="q")
