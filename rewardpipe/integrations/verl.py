@@ -196,6 +196,7 @@ def compute_score(
     ``solution_strs``, ``ground_truths``, ``extra_infos``), it answers the list of those dicts, one per sample
     in order (:func:`compute_scores`). ``error_reward`` (a ``reward_kwargs`` entry) is what an unscorable
     sample scores: ``zero``, ``neutral`` or ``fail_batch`` (:func:`rewardpipe.single_turn.apply_error_reward`)."""
+    _warn_unread(kwargs)
     if "solution_strs" in kwargs:
         return compute_scores(
             kwargs.get("data_sources"),
@@ -208,6 +209,29 @@ def compute_score(
     reward = get_reward(reward_for(data_source, info))
     sample = _sample(solution_str, ground_truth, info)
     return _scores(reward, score_samples([sample], reward, error_reward=error_reward)[0])
+
+
+#: Keywords verl itself passes (the batch reward manager's columns, the reward loop's reward model): read or not,
+#: never warned of.
+_VERL_KWARGS = frozenset(
+    {"data_sources", "solution_strs", "ground_truths", "extra_infos", "reward_router_address", "reward_model_tokenizer"}
+)
+#: The keywords :func:`compute_score` has said it does not read (each is said once).
+_WARNED_KWARGS: set[str] = set()
+
+
+def _warn_unread(kwargs: Mapping[str, Any]) -> None:
+    """A warning, once per name, for a keyword (a ``reward_kwargs`` entry) :func:`compute_score` does not read: a
+    misspelt ``error_reward`` was dropped without a word."""
+    for name in kwargs:
+        if name in _VERL_KWARGS or name in _WARNED_KWARGS or len(_WARNED_KWARGS) >= 100:
+            continue
+        _WARNED_KWARGS.add(name)
+        logger.warning(
+            "rewardpipe: compute_score does not read the keyword %s (a reward_kwargs entry?); the one it reads is "
+            "error_reward",
+            _shown(name, 80),
+        )
 
 
 def _column(name: str, values: Any, count: int) -> list[Any]:

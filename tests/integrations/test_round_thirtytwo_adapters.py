@@ -280,3 +280,24 @@ class TestVerifiersScoringThatRaisesIsNan:
         funcs, _ = verifiers.rubric_functions("gsm8k")
         with pytest.raises(KeyboardInterrupt):
             funcs[0](completion="#### 5", answer="5", prompt="q")
+
+
+class TestVerlRewardKwargsItDoesNotRead:
+    """verl hands ``custom_reward_function.reward_kwargs`` to every call. ``compute_score`` took any keyword and read
+    only ``error_reward``: a misspelt one (``error_rewards: neutral``) or one it has not (``weights``) was dropped
+    without a word, and unscorable samples scored 0.0 where the user had asked for the group's mean. A keyword it
+    does not read is named once in a warning; the ones verl itself passes are not."""
+
+    def test_a_keyword_it_does_not_read_is_named_once(self, caplog):
+        from rewardpipe.integrations import verl
+
+        verl._WARNED_KWARGS.clear()
+        with caplog.at_level("WARNING", logger="rewardpipe.verl"):
+            for _ in range(3):
+                verl.compute_score("openai/gsm8k", "#### 5", "5", {}, error_rewards="neutral")
+            verl.compute_score(
+                data_sources=["openai/gsm8k"], solution_strs=["#### 5"], ground_truths=["5"], extra_infos=[{}],
+                reward_router_address=None, reward_model_tokenizer=None,
+            )  # fmt: skip
+        warned = [r.getMessage() for r in caplog.records if r.name == "rewardpipe.verl"]
+        assert len(warned) == 1 and "error_rewards" in warned[0] and "error_reward" in warned[0]
