@@ -197,6 +197,28 @@ def env_scenarios(env: Any, task: Any) -> Any:
     return call_hook(env, "scenarios", task)
 
 
+class EnvironmentHookFailed(EpisodeError):
+    """A hook of the environment's that the policy asks (``tool_schemas``) failed: the rollout's ``simulator_error``,
+    the environment's failure, not the model's."""
+
+
+def env_tool_schemas(env: Any) -> Any:
+    """The environment's ``tool_schemas`` as a policy is given them: a list as it is, a function of the task called as
+    the platform calls a hook (bounded by ``hook_timeout_s``; one that raises or hangs is an
+    :class:`EnvironmentHookFailed` naming ``tool_schemas()``, where it was the policy's error and unbounded)."""
+    schemas = getattr(env, "tool_schemas", None)
+    if not callable(schemas):
+        return schemas
+
+    def for_task(task: Any) -> Any:
+        try:
+            return call_hook(env, "tool_schemas", task)
+        except Exception as exc:
+            raise EnvironmentHookFailed(hook_failure(env, "tool_schemas", exc)) from exc
+
+    return for_task
+
+
 def env_replay(env: Any, task: Any, messages: Sequence[Message]) -> Any:
     """``env.replay(task, messages)`` as the platform asks for it. An environment's own ``replay()`` is one hook call,
     bounded by ``hook_timeout_s`` (one that hung hung ``rewardpipe score`` for every recording); the default one plays
@@ -734,6 +756,8 @@ def converse(
                 return end_without_commit(state, CONTEXT_LIMIT)
             except PolicyExhausted as exc:
                 return end_without_commit(state, f"{POLICY_EXHAUSTED}: {exc}" if str(exc) else POLICY_EXHAUSTED)
+            except EnvironmentHookFailed as exc:  # a hook the policy asked (tool_schemas): the environment's failure
+                raise ConversationError("simulator_error", state, exc, str(exc)) from exc
             except Exception as exc:  # any policy failure, classified for the caller
                 if _filtered_by_model(exc, state):
                     return end_without_commit(state, CONTENT_FILTER)

@@ -393,6 +393,9 @@ MAX_METRIC_NAME_CHARS = 200
 #: it are left out, and said so (200,000 of them, each short, made a 3 MB record of every rollout). Above the 1,500
 #: checks a reward's diagnostics may report (round sixteen keeps them all in the record, tests/aws).
 MAX_METRICS = 2048
+#: The most characters of text (names and text values together) one source adds to a record: a metric past it is
+#: left out, and said so (2,048 metrics of 2,000 characters each, every one within its own limit, made 4 MB records).
+MAX_METRICS_TEXT_CHARS = 200_000
 
 
 def cut_text(value: str, limit: int) -> str:
@@ -411,7 +414,8 @@ def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue]
     fail the record, its JSON or the Nova answer: text keys with number, text, boolean or None values are kept,
     text with its lone surrogates replaced by U+FFFD and cut to ``MAX_METRIC_TEXT_CHARS``; an integer no float holds,
     a name longer than ``MAX_METRIC_NAME_CHARS``, any other value or key is left out and named, and so are the
-    metrics past the first ``MAX_METRICS`` kept.
+    metrics past the first ``MAX_METRICS`` kept and those past ``MAX_METRICS_TEXT_CHARS`` characters of names and
+    texts.
     """
     if not isinstance(values, dict):
         try:
@@ -421,8 +425,10 @@ def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue]
     kept: dict[str, MetricValue] = {}
     odd: list[str] = []
     seen = 0
+    chars = 0  # of the names and texts kept
+    over_budget = 0  # metrics left out past MAX_METRICS_TEXT_CHARS
     for name, value in values.items():
-        if len(kept) >= MAX_METRICS:
+        if len(kept) + over_budget >= MAX_METRICS:
             odd.insert(0, f"{len(values) - seen:,} of its {len(values):,} metrics past the first {MAX_METRICS} kept")
             break
         seen += 1
@@ -436,13 +442,21 @@ def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue]
         if value.__class__ not in _PLAIN:
             value = _plain_scalar(value)
         if isinstance(value, str):
-            kept[name] = encodable(cut_text(value, MAX_METRIC_TEXT_CHARS))
+            value = cut_text(value, MAX_METRIC_TEXT_CHARS)
         elif isinstance(value, int) and not isinstance(value, bool) and not _fits_a_float(value):
             odd.append(f"{name[:40]!r} is an int of {value.bit_length()} bits")
-        elif value is None or isinstance(value, (bool, int, float)):
-            kept[name] = value
-        else:
+            continue
+        elif not (value is None or isinstance(value, (bool, int, float))):
             odd.append(f"{name[:40]!r} is a {type(value).__name__}")
+            continue
+        cost = len(name) + (len(value) if isinstance(value, str) else 0)
+        if chars + cost > MAX_METRICS_TEXT_CHARS:
+            over_budget += 1
+            continue
+        chars += cost
+        kept[name] = encodable(value) if isinstance(value, str) else value
+    if over_budget:
+        odd.insert(0, f"{over_budget:,} metrics past {MAX_METRICS_TEXT_CHARS:,} characters of names and texts kept")
     if not odd:
         return kept, None
     return kept, (

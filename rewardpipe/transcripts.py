@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from pydantic import ConfigDict, Field, TypeAdapter
 
 from rewardpipe.deferred import DeferredModel
-from rewardpipe.models import ErrorInfo, Record, RolloutIdentity
+from rewardpipe.models import MAX_METRIC_TEXT_CHARS, ErrorInfo, Record, RolloutIdentity, cut_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.environment import Environment, EpisodeState
@@ -143,9 +143,33 @@ def _environment_fields(given: Any) -> dict[str, Any]:
         return kept
     for name in ENVIRONMENT_FIELDS:
         if name in given:
+            value = given[name]
+            if isinstance(value, (list, tuple)):
+                value = value[:MAX_FIELD_ITEMS]  # before validating: a list of millions was validated and kept whole
             with contextlib.suppress(Exception):
-                kept[name] = _field_adapter(name).validate_python(given[name])
+                kept[name] = _bounded(_field_adapter(name).validate_python(value))
     return kept
+
+
+#: The most items of a list an environment's transcript_fields() gives (``turn_kinds``, ``revealed``) a transcript
+#: keeps; its texts are cut to ``MAX_METRIC_TEXT_CHARS`` and its ``executed_code`` to ``MAX_FIELD_CODE_CHARS``. Without
+#: a bound, a hook echoing the model's turns (a million turn kinds, a megabyte of "revealed" text) wrote it into
+#: every transcript.
+MAX_FIELD_ITEMS: Final = 1000
+MAX_FIELD_CODE_CHARS: Final = 200_000
+
+
+def _bounded(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return cut_text(value, MAX_FIELD_CODE_CHARS)
+    return [
+        item.model_copy(update={"text": cut_text(item.text, MAX_METRIC_TEXT_CHARS)})
+        if isinstance(item, RevealedItem)
+        else cut_text(item, MAX_METRIC_TEXT_CHARS)
+        for item in value
+    ]
 
 
 @functools.cache

@@ -174,7 +174,7 @@ def run(
 ) -> None:
     """The main job: K rollouts per task per step of any environment, scored, stored, and watched for dead
     components."""
-    from rewardpipe.episode import EnvServices
+    from rewardpipe.episode import EnvServices, env_tool_schemas
     from rewardpipe.policies import OpenAIPolicy, ReplayPolicy
     from rewardpipe.runner import plan_step, run_slots, slots_from_rollouts, unknown_task_record
     from rewardpipe.store import StoreError, rollout_key, run_prefix
@@ -238,7 +238,7 @@ def run(
             model,
             system_prompt=env.system_prompt,
             client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries),
-            tools=getattr(env, "tool_schemas", None),
+            tools=env_tool_schemas(env),
         )  # an environment that offers tools
         configuration.update(base_url=base_url, model=model)
     chat_client = None
@@ -483,11 +483,13 @@ def _refuse_unscripted_tasks(env: Any, tasks: list[Any]) -> None:
     rollout of it a ``policy_error`` (and the error alarm sent the user to a policy endpoint there is none of).
     Such tasks are a usage error, before anything is written. A ``scenarios()`` that raises is left to the
     rollouts, whose error records say what it raised."""
+    from rewardpipe.episode import env_scenarios
+
     bare = []
     for task in tasks:
         try:
-            scenarios = env.scenarios(task)
-        except Exception:  # noqa: BLE001 - each rollout of the task records the exception
+            scenarios = env_scenarios(env, task)  # bounded by hook_timeout_s: a hung one hung the command
+        except Exception:  # noqa: BLE001 - each rollout of the task records the exception (a timeout included)
             continue
         if not scenarios:
             bare.append(task.task_id[:80])
