@@ -14,6 +14,10 @@ B4. The local policy called an environment's ``tool_schemas(task)`` as its own c
 rollout a ``policy_error`` (the model's endpoint blamed, nothing naming the hook), one that hung hung the run. It is
 called as a hook now: bounded by ``hook_timeout_s``, its failure the rollout's ``simulator_error`` naming
 ``tool_schemas()``.
+
+B5. tool_call paid a call that undid what the episode did as much as the reference: a transfer out and back, then
+the right one, reached the goal with no redundant call. A call bringing the world back to a state the episode was
+already in is redundant now, and so is a read repeated in a world brought back.
 """
 
 from __future__ import annotations
@@ -221,3 +225,108 @@ def test_tool_schemas_given_are_offered_to_the_model(tmp_path, tasks_file, monke
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert bodies and all(body["tools"][0]["function"]["name"] == "peek" for body in bodies)
+
+
+# -- B5: tool_call, a call that undoes what the episode did is redundant -----------------------------------------
+
+
+def _tool_call_task(task_id):
+    from rewardpipe.envs.tool_call.tasks import BUNDLED_TASKS, ToolCallTask
+
+    rows = [json.loads(line) for line in BUNDLED_TASKS.read_text().splitlines() if line.strip()]
+    return ToolCallTask.model_validate(next(row for row in rows if row["task_id"] == task_id))
+
+
+def _calls(*calls):
+    from rewardpipe.models import Message
+
+    return Message(
+        role="assistant",
+        content="",
+        tool_calls=[
+            {"id": f"c{index}", "type": "function", "function": {"name": name, "arguments": arguments}}
+            for index, (name, arguments) in enumerate(calls)
+        ],
+    )
+
+
+def _tool_call_record(task_id, turns):
+    from rewardpipe import ScriptedPolicy
+    from rewardpipe.envs.tool_call.environment import ToolCallEnvironment
+    from rewardpipe.episode import run_episode
+
+    return run_episode(
+        _tool_call_task(task_id), ScriptedPolicy(turns), ToolCallEnvironment(), None, run_id="r", step=0,
+        group_id="g", rollout_id="x",
+    )  # fmt: skip
+
+
+def _move(source, target, amount=5000):
+    return ("transfer", {"source": source, "target": target, "amount_cents": amount})
+
+
+@pytest.mark.parametrize(
+    ("turns", "redundant"),
+    [
+        # out, back, out again: the world the reference reaches, after two calls that did nothing overall
+        ([_calls(_move("savings", "checking"), _move("checking", "savings"), _move("savings", "checking"))], 2),
+        # the same, one call a turn
+        (
+            [
+                _calls(_move("savings", "checking")),
+                _calls(_move("checking", "savings")),
+                _calls(_move("savings", "checking")),
+            ],
+            2,
+        ),
+        # a detour through another account and back: the last call brings back the world of the first
+        (
+            [
+                _calls(_move("savings", "checking")),
+                _calls(_move("checking", "supplier")),
+                _calls(_move("supplier", "checking")),
+            ],
+            1,
+        ),
+    ],
+    ids=["one turn", "a call a turn", "detour"],
+)
+def test_calls_that_undo_what_the_episode_did_are_redundant_though_the_goal_is_reached(turns, redundant):
+    record = _tool_call_record("tc-002-move-savings", [*turns, "<answer>done</answer>"])
+    assert record.status == "scored", record.error
+    assert record.components["goal_reached"] == 1.0
+    assert record.components["redundant_calls"] == pytest.approx(-0.25 * redundant)
+    assert record.metrics["redundant_calls"] == redundant
+
+
+def test_a_read_repeated_in_a_world_brought_back_is_redundant():
+    read = ("get_balance", {"account": "savings"})
+    turns = [_calls(read), _calls(_move("savings", "supplier")), _calls(_move("supplier", "savings")), _calls(read)]
+    record = _tool_call_record(
+        "tc-002-move-savings", [*turns, _calls(_move("savings", "checking")), "<answer>x</answer>"]
+    )
+    assert record.components["goal_reached"] == 1.0
+    assert record.metrics["redundant_calls"] == 2  # the move back, and the read in the world it brought back
+
+
+def test_the_reference_and_changes_that_build_on_each_other_are_not_redundant():
+    # two transfers of the same amount, each doing something; then the reference itself
+    twice = [_calls(_move("savings", "checking", 2500)), _calls(_move("savings", "checking", 2500))]
+    record = _tool_call_record("tc-002-move-savings", [*twice, "<answer>done</answer>"])
+    assert record.components["goal_reached"] == 1.0 and record.components["redundant_calls"] == 0.0
+    reference = [_calls(("get_balance", {"account": "savings"}), _move("savings", "checking")), "<answer>ok</answer>"]
+    record = _tool_call_record("tc-002-move-savings", reference)
+    assert record.components["redundant_calls"] == 0.0 and record.aggregate == pytest.approx(1.3)
+
+
+def test_a_state_stored_before_worlds_were_kept_still_finds_repeated_reads():
+    from rewardpipe.envs.tool_call.environment import ToolCallEnvironment
+    from rewardpipe.episode import apply_env_turn, apply_policy_turn, start_episode
+
+    env, task = ToolCallEnvironment(), _tool_call_task("tc-002-move-savings")
+    read = _calls(("get_balance", {"account": "savings"}))
+    state = start_episode(task, env=env, run_id="r", step=0, group_id="g", rollout_id="x")
+    state = apply_env_turn(apply_policy_turn(state, read, env, task), task, env)
+    old = type(state).model_validate({**state.model_dump(), "worlds_seen": []})  # a snapshot of before
+    state = apply_env_turn(apply_policy_turn(old, read, env, task), task, env)
+    assert [call.redundant for call in state.calls] == [False, True]

@@ -23,6 +23,7 @@ An OpenAI-compatible policy is sent the tools' schemas (:meth:`ToolCallEnvironme
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, cast
@@ -47,6 +48,23 @@ POLICY_SYSTEM_PROMPT = (
 def call_key(name: str, arguments: Mapping[str, Any]) -> str:
     """What makes two calls the same call: the tool and its validated arguments, as canonical JSON."""
     return json.dumps([name, arguments], sort_keys=True, separators=(",", ":"), default=str)
+
+
+def world_digest(world: Mapping[str, Any]) -> str:
+    """What makes two worlds the same world: a digest of its canonical JSON."""
+    text = json.dumps(world, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _worlds_seen(state: ToolCallState) -> list[str | None]:
+    """The digest of the world at each version so far (None where unknown: a state stored before they were kept)."""
+    if len(state.worlds_seen) == state.world_version + 1:
+        return list(state.worlds_seen)
+    return [None] * state.world_version + [world_digest(state.world)]
+
+
+def _same_world(seen: Sequence[str | None], version: int, other: int) -> bool:
+    return version == other or (seen[version] is not None and seen[version] == seen[other])
 
 
 def _refusal(text: str) -> str:
@@ -100,19 +118,26 @@ class ToolCallEnvironment(Environment[ToolCallState, ToolCallTask]):
         parsed = self._parsed(state, state.messages[-1].content)
         turn = state.assistant_turns - 1
         world, version = state.world, state.world_version
+        seen = _worlds_seen(state)
         logs, replies = list(state.calls), []
         for index, call in enumerate(parsed.calls):
             outcome = self._run(call, index, world)
             name = call.name if isinstance(call.name, str) and call.name in self.toolset.tools else None
             key = call_key(name, outcome.arguments) if name and outcome.arguments is not None else None
             changed = outcome.world is not world
-            # The same call again, answered before and with nothing changed since, that changes nothing now:
-            # a second transfer of the same amount does something, a second read does not.
-            redundant = (
-                not changed and key is not None and any(log.key == key and log.world_version == version for log in logs)
-            )
             if changed:
+                # A change back to a world the episode was already in: this call and those since did nothing
+                # overall (a transfer out and back, a price set and set back), whatever the goal says after.
+                digest = world_digest(outcome.world)
+                redundant = digest in seen
                 world, version = outcome.world, version + 1
+                seen.append(digest)
+            else:
+                # The same call again, answered before in the same world, that changes nothing now: a second
+                # read (also after a change that was undone), not a second transfer (which does something).
+                redundant = key is not None and any(
+                    log.key == key and _same_world(seen, log.world_version, version) for log in logs
+                )
             logs.append(
                 CallLog(
                     id=call.id,
@@ -138,6 +163,7 @@ class ToolCallEnvironment(Environment[ToolCallState, ToolCallTask]):
             world=world,
             world_version=version,
             calls=logs,
+            worlds_seen=seen,
             unread_calls=state.unread_calls + parsed.unread,
             next_action="policy",
         )

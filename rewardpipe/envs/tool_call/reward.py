@@ -9,8 +9,9 @@
 |                   |         |         |        | type-check) (a tool's refusal is still a valid call); 0 with   |
 |                   |         |         |        | no valid call                                                  |
 | `redundant_calls` | [-1, 0] | penalty | 0.3    | -0.25 per call that repeats an answered call (same tool, same  |
-|                   |         |         |        | arguments) with the world unchanged since, and changes nothing |
-|                   |         |         |        | itself (a second read; not a second transfer), down to -1      |
+|                   |         |         |        | arguments) in the same world, and changes nothing itself (a    |
+|                   |         |         |        | second read; not a second transfer), or that changes the world |
+|                   |         |         |        | back to one the episode was already in (an undo), down to -1   |
 
 ``valid_calls`` is not gated on the goal: a model learning the call format is paid for it before it solves a task.
 It counts the invalid calls rather than taking their share of all calls: a share rose with every extra call, so
@@ -83,7 +84,7 @@ def valid_calls(state: Any) -> float | None:
     range=(-1.0, 0.0),
     role="penalty",
     weight=0.3,
-    description="-0.25 per call repeating an answered one with the world unchanged (at most -1)",
+    description="-0.25 per call repeating an answered one in the same world, or bringing a world back (at most -1)",
 )
 def redundant_calls(state: Any) -> float | None:
     episode = _episode(state)

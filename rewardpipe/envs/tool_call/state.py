@@ -20,7 +20,8 @@ class CallLog(DeferredModel):
     unknown account, not enough money); ``invalid`` (it did not parse, named no tool, or its arguments did
     not type-check); ``refused`` (past the calls one turn may make). ``key`` names a valid call (the tool and
     its arguments, canonical JSON) and ``world_version`` is the world's version after it; ``redundant``: an
-    identical call was already answered and the world has not changed since."""
+    identical call was already answered in the same world and this one changed nothing, or this one changed the world
+    back to one the episode had already been in."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -45,6 +46,8 @@ class ToolCallState(EpisodeState):
 
     world: dict[str, Any] = Field(default_factory=dict)
     world_version: int = 0
+    #: The digest of the world at each version (index: the version): a call that brings a world back is redundant.
+    worlds_seen: list[str | None] = Field(default_factory=list)
     calls: list[CallLog] = Field(default_factory=list)
     unread_calls: int = 0
     answer: str | None = None
