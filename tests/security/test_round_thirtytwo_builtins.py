@@ -330,3 +330,10 @@ def test_a_state_stored_before_worlds_were_kept_still_finds_repeated_reads():
     old = type(state).model_validate({**state.model_dump(), "worlds_seen": []})  # a snapshot of before
     state = apply_env_turn(apply_policy_turn(old, read, env, task), task, env)
     assert [call.redundant for call in state.calls] == [False, True]
+
+
+def test_well_formed_calls_past_the_ones_a_turn_runs_count_against_valid_calls_as_the_docs_say():
+    read = ("get_balance", {"account": "savings"})
+    reads = [("get_balance", {"account": name}) for name in ("checking", "operating", "supplier")] * 3
+    record = _tool_call_record("tc-002-move-savings", [_calls(read, *reads), "<answer>x</answer>"])
+    assert record.components["valid_calls"] == pytest.approx(1 / (1 + 2))  # calls 9 and 10 were not run

@@ -6,8 +6,8 @@
 |                   |         |         |        | final answer equals the expected one (whichever the task sets; |
 |                   |         |         |        | an answer-only task also needs a world no call changed)        |
 | `valid_calls`     | [0, 1]  | shaping | 0.3    | 1 / (1 + the calls that did not parse, name a tool or          |
-|                   |         |         |        | type-check) (a tool's refusal is still a valid call); 0 with   |
-|                   |         |         |        | no valid call                                                  |
+|                   |         |         |        | type-check, or were past the 8 a turn runs) (a tool's refusal  |
+|                   |         |         |        | is still a valid call); 0 with no valid call                   |
 | `redundant_calls` | [-1, 0] | penalty | 0.3    | -0.25 per call that repeats an answered call (same tool, same  |
 |                   |         |         |        | arguments) in the same world, and changes nothing itself (a    |
 |                   |         |         |        | second read; not a second transfer), or that changes the world |
