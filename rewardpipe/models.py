@@ -275,6 +275,41 @@ class Message(DeferredModel):
     def _normalise_content(cls, value: Any) -> str:
         return content_to_text(value)
 
+    @field_validator("tool_calls", mode="after")
+    @classmethod
+    def _bounded_tool_calls(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if value is not None and nesting_depth(value, MAX_TOOL_CALL_DEPTH) > MAX_TOOL_CALL_DEPTH:
+            # (a call's arguments may arrive as objects from a recording, Nova or a user's policy: nested past what
+            # a state, a transcript or a record can be written with, the rollout could not be stored at all)
+            raise ValueError(f"tool_calls are nested more than {MAX_TOOL_CALL_DEPTH} levels deep")
+        return value
+
+
+#: How deep a message's ``tool_calls`` may nest (lists and objects, the calls' list itself included). An OpenAI
+#: endpoint sends a call's arguments as text; objects come from recordings, Nova or a user's own policy, and past
+#: about 250 levels pydantic cannot write them (a state, a transcript, a record).
+MAX_TOOL_CALL_DEPTH = 64
+
+
+def nesting_depth(value: Any, most: int) -> int:
+    """How deep ``value``'s lists, tuples and dicts nest (a scalar is 0), counted without recursion and only up to
+    ``most + 1``: a hostile value nested a million levels costs no more than one just past the bound."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if depth > most:
+            return depth
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
 
 #: Why a conversation without an assistant message is refused: the model never spoke, so there is no answer.
 NO_ANSWER = "field 'messages': no assistant message, so no answer to score"
