@@ -345,8 +345,8 @@ def own_process_read_findings(tree: ast.Module) -> list[str]:
     return found
 
 
-# Readers of a function's source or bytecode (round thirty-two): the model's code is compiled from text in its own
-# process, so neither mode has its source (inspect raises), and under split trust its code object's parts are there.
+# Readers of a function's source or bytecode (round thirty-two): under split trust the model's function is the
+# runner's stand-in (inspect finds no source), and its code object's parts are in the model's process.
 _SOURCE_READERS = {
     "inspect.getsource",
     "inspect.getsourcelines",
@@ -360,6 +360,41 @@ _SOURCE_READERS = {
     "dis.code_info",
     "dis.show_code",
 }
+
+
+def _iterator_of(node: ast.AST) -> ast.AST | None:
+    """What ``iter(x)`` or ``x.__iter__()`` is called on, else None."""
+    if isinstance(node, ast.Call) and not node.keywords:
+        if _dotted(node.func) == "iter" and len(node.args) == 1:
+            return node.args[0]
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "__iter__" and not node.args:
+            return node.func.value
+    return None
+
+
+def own_iterator_findings(tree: ast.Module, model: _ModelCode) -> list[str]:
+    """Round thirty-two: ``assertIs(iter(it), it)`` (or ``iter(it) is it``) on an iterator of the model's code. Under
+    split trust ``iter`` of a model object is the runner's chunked fetch (its iterator, never the object), so a right
+    answer failed silently."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] in ("assertIs", "assertIsNot"):
+            operands = list(node.args[:2])
+        else:
+            continue
+        for operand in operands:
+            of = _iterator_of(operand)
+            if of is not None and model.reaches(of):
+                found.append(
+                    f"tests line {node.lineno}: the test checks that an object of the model's code is its own "
+                    f"iterator ({ast.unparse(node)[:60]}); under split trust iter() of it is the runner's iterator "
+                    "over its items, never the object, so a right answer fails; check what iterating it yields, or "
+                    "set trust_mode='inprocess' (weaker)"
+                )
+                break
+    return found
 
 
 def model_source_findings(tree: ast.Module, model: _ModelCode) -> list[str]:
@@ -380,9 +415,9 @@ def model_source_findings(tree: ast.Module, model: _ModelCode) -> list[str]:
         if reads is not None:
             found.append(
                 f"tests line {getattr(node, 'lineno', 0)}: the test reads the source or bytecode of the model's code "
-                f"({ast.unparse(reads)[:60]}), which is compiled from text in its own process: inspect finds no "
-                "source in either mode, and under split trust its code object is an error naming the in-process "
-                "fallback; test what the code does instead"
+                f"({ast.unparse(reads)[:60]}), which is in the model's process under split trust: inspect finds no "
+                "source (a right answer fails) and its code object is an error naming the in-process fallback; test "
+                "what the code does instead, or set trust_mode='inprocess' (weaker)"
             )
     return found
 
@@ -1613,12 +1648,13 @@ def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "u
         + iterator_argument_findings(tree, model)
         + enum_argument_findings(tree, model)
         + model_coroutine_findings(tree, model)
+        + model_source_findings(tree, model)
+        + own_iterator_findings(tree, model)
         if trust_mode == "split"
         else []
     )
     return (
         assertion_warnings(tree)
-        + model_source_findings(tree, model)
         + swallowed_failure_findings(tree)
         + unrun_test_findings(tree)
         + not_counted_findings(tree)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import io
+import linecache
 import logging
 import operator
 import os
@@ -28,6 +29,18 @@ MAX_EFFECT_TEXT = 64 * 1024  # characters of stdout and of stderr per request
 MAX_EFFECT_ITEMS = 100  # warnings and log records per request
 MAX_EFFECT_MESSAGE = 4000
 MAX_REFERABLE_PARTS = 10_000  # argument parts a result may refer back to (beyond it: the arguments only)
+MODEL_FILENAME = "<model code>"
+
+
+def compile_model_code(code: str) -> types.CodeType:
+    """The model's code, compiled as ``python program.py`` or an import would have it: its lines registered in
+    linecache under its file name, so ``inspect.getsource`` of its functions (by tests beside it in-process, or by the
+    program itself) and its tracebacks find them (round thirty-two: an OSError, even where the tests ran beside it).
+    The model's own code only: the hidden tests' source is never put where the model's code could read it."""
+    linecache.cache[MODEL_FILENAME] = (len(code), None, code.splitlines(True), MODEL_FILENAME)  # (mtime None: kept)
+    return compile(code, MODEL_FILENAME, "exec", dont_inherit=True)
+
+
 _IMMUTABLE_PARTS = (str, int, float, complex, bytes)
 MAX_TAKE = 1 << 20
 MAX_EXCEPTION_MRO = 32  # the model's own classes named in an exception's ancestry
@@ -629,7 +642,7 @@ class Server:
         try:
             # dont_inherit: never this module's ``from __future__ import annotations`` (round eight: the model's
             # annotations were strings, ``f.__annotations__["x"] is int`` failed a right answer).
-            exec(compile(code, "<model code>", "exec", dont_inherit=True), self.module.__dict__)
+            exec(compile_model_code(code), self.module.__dict__)
         except BaseException as exc:  # noqa: BLE001 - SystemExit at import is a model failure too
             load_error = describe_exception(exc)
         self.effects.flush_streams()
@@ -988,7 +1001,7 @@ def run_program(code: str, streams: tuple) -> int:
         setattr(sys, name, stream)  # as for python program.py: the same objects
     with contextlib.suppress(Exception):
         streams[1].reconfigure(line_buffering=False)  # a program's stdout to a file is block-buffered
-    sys.argv = ["<model code>"]
+    sys.argv = [MODEL_FILENAME]
     _recursion_room_as_at_the_top()
     module = types.ModuleType("__main__")
     module.__file__ = sys.argv[0]  # as python program.py sets it (local-testing templates read it)
@@ -998,7 +1011,7 @@ def run_program(code: str, streams: tuple) -> int:
     status = 0
     try:
         try:
-            exec(compile(code, "<model code>", "exec", dont_inherit=True), module.__dict__)
+            exec(compile_model_code(code), module.__dict__)
         finally:
             _flush_as_the_module_ends()
             _join_non_daemon_threads(threading)

@@ -1,0 +1,100 @@
+"""Round thirty-two, part 4b, the sandbox: the model's source, and the stdio mode, attacked through the public executor
+in full isolation and the Lambda/Fargate mode.
+
+* **The model's source.** ``inspect.getsource`` of the model's function raised ``OSError`` even where the tests run
+  beside it (``trust_mode="inprocess"``) and in a stdio program reading its own functions, which ``python program.py``
+  allows: a right answer's 0. The model's code is now registered in ``linecache`` under its file name, as an imported
+  file's would be found (never the hidden tests'). Under split trust the tests' ``inspect.getsource`` of the model's
+  function and ``assertIs(iter(it), it)`` on its iterators stay a right answer's 0; ``doctor`` names both.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.shape_lint import shape_findings
+from tests.security import test_round_thirtyone_sandbox as thirtyone
+
+executor = thirtyone.executor  # (the fixture: every layer this host allows, then the Lambda/Fargate mode)
+
+
+def _tests(body: str) -> str:
+    return "import inspect, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n" + textwrap.indent(
+        body, " " * 8
+    )
+
+
+def _run(executor, code: str, tests: str, trust_mode: str = "split"):
+    job = ExecutionJob(id="t", code=code, tests=tests, entry_point="f", timeout_s=20, trust_mode=trust_mode)
+    return executor.run(job)
+
+
+def _stdio(executor, code: str, cases, timeout_s: float = 10):
+    tests = json.dumps(cases)
+    return executor.run(ExecutionJob(id="s", code=code, tests=tests, tests_format="stdio", timeout_s=timeout_s))
+
+
+# --- the model's source --------------------------------------------------------------------------------------------
+
+PREPENDS = "def f(xs):\n    out = []\n    for x in xs:\n        out.insert(0, x)\n    return out\n"
+REVERSES = "def f(xs):\n    return list(reversed(xs))\n"
+NO_REVERSED = "self.assertNotIn('reversed', inspect.getsource(f))\nself.assertEqual(f([1, 2]), [2, 1])\n"
+
+
+def test_tests_in_process_read_the_models_source(executor):
+    """In one process ``inspect.getsource(f)`` reads the model's file: the right answer passes, the other fails on
+    what its source says (before: OSError for both)."""
+    right = _run(executor, PREPENDS, _tests(NO_REVERSED), "inprocess")
+    assert right.status is ExecutionStatus.PASSED, right.reason
+    wrong = _run(executor, REVERSES, _tests(NO_REVERSED), "inprocess")
+    assert wrong.status is ExecutionStatus.FAILED and "AssertionError" in wrong.reason, wrong.reason
+
+
+def test_a_stdio_program_reads_its_own_source(executor):
+    program = "import inspect\ndef g():\n    return 1\nprint(inspect.getsource(g).split()[0], g())\n"
+    result = _stdio(executor, program, [{"input": "", "output": "def 1"}])
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr)
+
+
+def test_the_hidden_tests_source_is_not_in_the_models_process(executor):
+    """In one process the model's code could read what linecache holds: the hidden tests' text is never there."""
+    body = "import linecache, sys\nname = sys._getframe().f_code.co_filename\n"
+    body += "self.assertEqual(linecache.getlines(name), [])\n"
+    body += "self.assertTrue(linecache.getlines(f.__code__.co_filename))\n"
+    result = _run(executor, PREPENDS, _tests(body), "inprocess")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_doctor_names_source_reads_only_under_split_trust():
+    tests = _tests(NO_REVERSED)
+    assert any("source or bytecode" in item for item in shape_findings(tests)), shape_findings(tests)
+    assert not any("source or bytecode" in item for item in shape_findings(tests, trust_mode="inprocess"))
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["self.assertIs(iter(it), it)", "self.assertTrue(iter(it) is it)", "assert it.__iter__() is it"],
+    ids=["assertIs", "is", "__iter__"],
+)
+def test_doctor_names_tests_that_check_a_model_iterator_is_its_own(line):
+    tests = _tests(f"it = f(3)\n{line}\nself.assertEqual(list(it), [0, 1, 2])\n")
+    found = shape_findings(tests)
+    assert any("its own iterator" in item for item in found), found
+    assert not any("its own iterator" in item for item in shape_findings(tests, trust_mode="inprocess"))
+
+
+def test_doctor_leaves_the_tests_own_iterators_alone():
+    tests = _tests("xs = iter([1])\nself.assertIs(iter(xs), xs)\nself.assertEqual(f(3), 3)\n")
+    assert not any("its own iterator" in item for item in shape_findings(tests))
+
+
+def test_a_model_iterator_that_is_its_own_fails_the_identity_check_under_split_trust(executor):
+    """The shape doctor names, as it stands (left: the runner's fetch is chunked, round eleven)."""
+    code = "class It:\n    def __iter__(self):\n        return self\n"
+    code += "    def __next__(self):\n        raise StopIteration\ndef f(n):\n    return It()\n"
+    result = _run(executor, code, _tests("it = f(3)\nself.assertIs(iter(it), it)\n"))
+    assert result.status is ExecutionStatus.FAILED, result.reason
