@@ -51,7 +51,7 @@ from rewardpipe.execution.forkservers import (  # noqa: F401 - the settings and 
     choose_interpreter,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
-from rewardpipe.execution.runtime import harness
+from rewardpipe.execution.runtime import harness, layers
 from rewardpipe.execution.screening import screen
 
 TRUSTED_RUNNER_DIED = "the trusted runner died"  # the fork server's word for it (runtime/zygote.py)
@@ -88,6 +88,22 @@ def _stdio_verdict(
     elif not harness.stdio_output_matches(out, expected, float_tolerance):
         failure = "wrong answer (its output's whitespace-separated tokens differ from the expected output's)"
     return json.dumps({"tests_run": 1, "successes": 0 if failure else 1, "first_failure": failure}).encode()
+
+
+def _cpu_time_ran_out(reply: dict, timeout_s: float, isolation: dict) -> int | None:
+    """The job's CPU-time limit (seconds) if the kernel killed its program for reaching it, else None. Threads on
+    several CPUs reach it before the wall-clock deadline: an endless loop spread over them was a failed case (a stdio
+    job went on to its next cases, partial credit) where the deadline makes the job a timeout, a 0 (round
+    thirty-two). A program killed below the limit (one that lowered its own) stays its failure, as before."""
+    if not str(isolation.get("rlimits", "")).startswith("on") or reply.get("model_exit") not in _CPU_LIMIT_KILLS:
+        return None
+    used = (reply.get("cpu_ms") or {}).get("untrusted") if isinstance(reply.get("cpu_ms"), dict) else None
+    limit = layers.job_cpu_seconds(timeout_s)
+    # (the kernel checks at its tick, so the time used is at least the limit; a hundredth below it is the margin)
+    return limit if isinstance(used, (int, float)) and used >= limit * 990 else None
+
+
+_CPU_LIMIT_KILLS = ("killed by SIGKILL", "killed by SIGXCPU")
 
 
 def _decode_output(data: bytes, size: int) -> str:
@@ -533,6 +549,9 @@ class ForkServerExecutor:
             self._release(worker, "fatal" not in reply and not reply.get("retire"))
             if attempt == 1 and reply.get("not_run"):
                 continue  # the fork server refused the job before it started (it was tampered with)
+            cpu_limit = _cpu_time_ran_out(reply, header["timeout_s"], worker.isolation)
+            if cpu_limit is not None:
+                reply = {**reply, "cpu_time_ran_out": cpu_limit}
             if case is not None:
                 verdict = _stdio_verdict(reply, out, out_size, case[1], err, case[2])
                 out, err = out[: self.config.output_bytes], err[: self.config.output_bytes]
@@ -653,6 +672,15 @@ class ForkServerExecutor:
                 started,
                 ExecutionStatus.TIMEOUT,
                 reason=f"wall-clock deadline of {job.timeout_s:g} s exceeded",
+                **common,
+            )
+        if reply.get("cpu_time_ran_out"):
+            limit = reply["cpu_time_ran_out"]
+            return self._result(
+                job,
+                started,
+                ExecutionStatus.TIMEOUT,
+                reason=f"CPU-time limit of {limit} s exceeded (the timeout and a second, all its threads together)",
                 **common,
             )
         if reply.get("trusted_tampered") or reply.get("harness") == TRUSTED_RUNNER_DIED:

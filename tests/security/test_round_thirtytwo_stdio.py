@@ -6,6 +6,9 @@ in full isolation and the Lambda/Fargate mode.
   allows: a right answer's 0. The model's code is now registered in ``linecache`` under its file name, as an imported
   file's would be found (never the hidden tests'). Under split trust the tests' ``inspect.getsource`` of the model's
   function and ``assertIs(iter(it), it)`` on its iterators stay a right answer's 0; ``doctor`` names both.
+* **The CPU-time limit.** A program the kernel killed at the job's CPU-time limit (threads on several CPUs reach it
+  before the wall-clock deadline) was a failed case, and a stdio job went on to its next cases: partial credit for an
+  endless loop, where the deadline makes the job a ``timeout`` (a 0). It is now that ``timeout``.
 """
 
 from __future__ import annotations
@@ -98,3 +101,53 @@ def test_a_model_iterator_that_is_its_own_fails_the_identity_check_under_split_t
     code += "    def __next__(self):\n        raise StopIteration\ndef f(n):\n    return It()\n"
     result = _run(executor, code, _tests("it = f(3)\nself.assertIs(iter(it), it)\n"))
     assert result.status is ExecutionStatus.FAILED, result.reason
+
+
+# --- the CPU-time limit: the job's time running out on several CPUs ------------------------------------------------
+# The kernel kills a program at the CPU-time limit (the timeout and a second, all its threads together). Threads on
+# several CPUs reach it before the wall-clock deadline (on a host whose CPUs are shared, not reliably enough for a
+# test), so the kill is simulated here: the reply of a real run is changed to what the fork server reports then.
+
+
+@pytest.fixture
+def killed_at_the_cpu_limit(monkeypatch):
+    """Every job whose program prints ``spin`` is reported killed by the kernel at its CPU-time limit."""
+    from rewardpipe.execution import forkservers
+
+    execute = forkservers._Worker.execute
+
+    def execute_then_kill(self, header, code, tests, *args):
+        reply, *rest = execute(self, header, code, tests, *args)
+        if rest[1].startswith(b"spin"):  # (its stdout)
+            limit_ms = (int(float(header["timeout_s"])) + 1) * 1000  # (the timeout and a second, docs/sandbox.md)
+            reply = {**reply, "model_exit": "killed by SIGKILL", "cpu_ms": {"untrusted": limit_ms + 3}}
+        return (reply, *rest)
+
+    monkeypatch.setattr(forkservers._Worker, "execute", execute_then_kill)
+
+
+SPINS_ON_ZERO = "n = int(input())\nprint('spin' if n == 0 else n)\n"
+TWO_CASES = [{"input": "0", "output": "0"}, {"input": "1", "output": "1"}]
+
+
+def test_a_stdio_program_killed_at_the_cpu_time_limit_is_a_timeout(executor, killed_at_the_cpu_limit):
+    """Before: case 0 failed and the job went on, 1 of 2 cases passed (partial credit for an endless loop)."""
+    result = _stdio(executor, SPINS_ON_ZERO, TWO_CASES)
+    assert result.status is ExecutionStatus.TIMEOUT, (result.status, result.reason)
+    assert "CPU-time limit" in result.reason and not result.model_fault
+
+
+def test_a_function_killed_at_the_cpu_time_limit_is_a_timeout(executor, killed_at_the_cpu_limit):
+    """Before: the model's process dying failed the test (partial credit for the tests before it)."""
+    code = "import os\ndef f(n):\n    print('spin', flush=True)\n    os._exit(9)\n"
+    result = _run(executor, code, _tests("self.assertEqual(f(1), 1)\n"))
+    assert result.status is ExecutionStatus.TIMEOUT, (result.status, result.reason)
+
+
+def test_a_program_that_lowered_its_own_cpu_limit_fails_that_case_only(executor):
+    """Killed below the job's limit by a limit of its own: its failure on that case, the others still scored."""
+    program = "import resource\nresource.setrlimit(resource.RLIMIT_CPU, (1, 1))\nn = int(input())\n"
+    program += "while n == 0:\n    pass\nprint(n)\n"
+    result = _stdio(executor, program, TWO_CASES)
+    assert result.status is ExecutionStatus.FAILED and result.passed == 1, (result.status, result.reason)
+    assert "SIGKILL" in result.reason and not result.model_fault

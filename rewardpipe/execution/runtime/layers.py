@@ -1744,6 +1744,12 @@ def child_rlimits(address_space: int, nproc: int, file_size: int) -> dict[int, i
     }
 
 
+def job_cpu_seconds(timeout_s: float) -> int:
+    """The CPU time (RLIMIT_CPU, all its threads together) a job's untrusted child may use: its wall-clock timeout
+    and a second. Beyond it the kernel kills it (SIGKILL, hard == soft), which is the job's time running out."""
+    return int(float(timeout_s)) + 1
+
+
 def apply_rlimits(cpu_seconds: int | None, address_space: int, nproc: int, file_size: int) -> None:
     """Hard == soft, so the child cannot raise them again."""
     limits = {} if cpu_seconds is None else {resource.RLIMIT_CPU: cpu_seconds}

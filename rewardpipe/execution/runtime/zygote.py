@@ -1447,7 +1447,7 @@ class Zygote:
                 os.lseek(fds[3], 0, os.SEEK_SET)
                 os.dup2(fds[3], 0)
             if "rlimits" not in self.disabled:
-                cpu = int(float(job["timeout_s"])) + 1
+                cpu = layers.job_cpu_seconds(job["timeout_s"])
                 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
             os.lseek(code_fd, 0, os.SEEK_SET)
             code = layers.read_to_end(code_fd).decode("utf-8", errors="replace")
