@@ -9,6 +9,9 @@ in full isolation and the Lambda/Fargate mode.
 * **The CPU-time limit.** A program the kernel killed at the job's CPU-time limit (threads on several CPUs reach it
   before the wall-clock deadline) was a failed case, and a stdio job went on to its next cases: partial credit for an
   endless loop, where the deadline makes the job a ``timeout`` (a 0). It is now that ``timeout``.
+* **Signals a program sends itself.** As pid 1 of its own namespace a stdio program ignored a signal it sent itself at
+  its default (``os.kill(os.getpid(), SIGTERM)``, ``signal.alarm``) and could pass, where ``python program.py`` and
+  the Lambda/Fargate mode end it. Such a signal now ends it (exit 128 + its number).
 """
 
 from __future__ import annotations
@@ -151,3 +154,34 @@ def test_a_program_that_lowered_its_own_cpu_limit_fails_that_case_only(executor)
     result = _stdio(executor, program, TWO_CASES)
     assert result.status is ExecutionStatus.FAILED and result.passed == 1, (result.status, result.reason)
     assert "SIGKILL" in result.reason and not result.model_fault
+
+
+# --- signals a program sends itself ---------------------------------------------------------------------------------
+# Where the sandbox gives each job a pid namespace (root), the program is its first process, which ignored a signal it
+# sent itself at its default: it went on and passed, where python program.py (and the Lambda/Fargate mode) ends.
+
+
+ENDINGS = {
+    "SIGTERM": "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)",
+    "timer": "import signal, time\nsignal.setitimer(signal.ITIMER_REAL, 0.01)\ntime.sleep(5)",
+    "SIGUSR1 reset": "import os, signal\nsignal.signal(signal.SIGUSR1, signal.SIG_DFL)\n"
+    "os.kill(os.getpid(), signal.SIGUSR1)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENDINGS))
+def test_a_program_ended_by_a_signal_it_sent_itself_fails(executor, name):
+    result = _stdio(executor, f"print(input())\n{ENDINGS[name]}\n", [{"input": "7", "output": "7"}])
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert "the program ended with" in result.reason and not result.model_fault, result.reason
+
+
+def test_signals_a_program_handles_or_reads_are_as_in_an_ordinary_process(executor):
+    program = (
+        "import os, signal\nprint(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)\n"
+        "signal.signal(signal.SIGTERM, lambda *a: print('handled'))\nos.kill(os.getpid(), signal.SIGTERM)\n"
+        "print(signal.signal(signal.SIGALRM, signal.SIG_IGN) == signal.SIG_DFL)\nos.kill(os.getpid(), signal.SIGALRM)\n"
+        "print(input())\n"
+    )
+    result = _stdio(executor, program, [{"input": "7", "output": "True handled True 7"}])
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stdout, result.stderr)

@@ -1003,6 +1003,7 @@ def run_program(code: str, streams: tuple) -> int:
         streams[1].reconfigure(line_buffering=False)  # a program's stdout to a file is block-buffered
     sys.argv = [MODEL_FILENAME]
     _recursion_room_as_at_the_top()
+    _ended_by_signals_sent_to_itself()
     module = types.ModuleType("__main__")
     module.__file__ = sys.argv[0]  # as python program.py sets it (local-testing templates read it)
     # __main__'s __builtins__ is the module (exec() would put in its dict): ``__builtins__.input`` (round thirty)
@@ -1037,6 +1038,48 @@ def run_program(code: str, streams: tuple) -> int:
         gc.collect()
     _flush_standard_streams(0, *streams[1:])
     return status
+
+
+# Signals whose default action ends a process and that no fault raises: as the first process of its pid namespace
+# (pidns), the program ignored these when it sent them to itself (``os.kill(os.getpid(), SIGTERM)``, ``signal.alarm``),
+# where ``python program.py`` ends (round thirty-two: it went on, passing where it fails elsewhere, and where the
+# sandbox runs it as an ordinary process).
+_ENDING_SIGNALS = ("SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGTERM", "SIGVTALRM", "SIGPROF", "SIGIO")
+_ENDING_SIGNALS_LINUX = ("SIGPWR", "SIGSTKFLT")
+
+
+def _ended_by_signals_sent_to_itself() -> None:
+    """Where the program is pid 1, each of those signals it has left at their default ends it (exit 128 + the
+    signal's number, as a shell reports one; no buffer flushed, as for a real kill), and ``signal.signal`` and
+    ``signal.getsignal`` show that default as ``SIG_DFL``, as in an ordinary process."""
+    if os.getpid() != 1:
+        return
+    import signal
+
+    names = _ENDING_SIGNALS + _ENDING_SIGNALS_LINUX
+    ending = {getattr(signal, name) for name in names if hasattr(signal, name)}
+    ending.update(range(signal.SIGRTMIN, signal.SIGRTMAX + 1))
+    set_handler, get_handler = signal.signal, signal.getsignal
+
+    def end(signum, _frame):
+        os._exit(128 + signum)
+
+    def handler_for(signalnum, handler):
+        return end if signalnum in ending and not callable(handler) and handler == signal.SIG_DFL else handler
+
+    for number in ending:
+        with contextlib.suppress(OSError, ValueError):
+            set_handler(number, handler_for(number, get_handler(number)))
+
+    def signal_(signalnum, handler, /):
+        previous = set_handler(signalnum, handler_for(signalnum, handler))
+        return signal.SIG_DFL if previous is end else previous
+
+    def getsignal(signalnum, /):
+        current = get_handler(signalnum)
+        return signal.SIG_DFL if current is end else current
+
+    signal.signal, signal.getsignal = signal_, getsignal
 
 
 def _recursion_room_as_at_the_top() -> None:
