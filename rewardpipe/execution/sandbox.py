@@ -439,7 +439,7 @@ class ForkServerExecutor:
         total, passed = len(cases), 0
         shown: dict[str, Any] = {}  # the output of the first failing case (else of the last one)
         first_failure = ""
-        # The budget is the time its cases ran (from each one's hand-over to a fork server to its verdict), as a
+        # The budget is the time its cases ran (from each one's hand-over to a fork server to its reply), as a
         # unittest job's deadline starts when its fork server takes it: never the waits for a worker or for another
         # job's turn alone between cases, nor a disturbed run before a run again alone (round twenty-five: a
         # neighbour's turn alone made a right program a timeout).
@@ -456,11 +456,13 @@ class ForkServerExecutor:
                     reason=f"wall-clock deadline of {job.timeout_s:g} s exceeded before case {index} of {total}",
                     **shown,
                 )
-            handed: list[float] = []  # when a fork server took the case (_exchange)
+            handed: list[float] = []  # when a fork server took the case, and when its reply came (_exchange)
             budget = {**header, "timeout_s": remaining}
             judged = (*case, suite.float_tolerance)
             result = self._exchange(job, started, alone, budget, 1, time.monotonic(), judged, handed)
-            spent += time.perf_counter() - (handed[-1] if handed else time.perf_counter())
+            # (and the CPU time of its comparison here, never the clock's: the scorer's other threads stretched it, and
+            # made a right program a timeout, round thirty-two)
+            spent += handed[-1] - handed[-2] if len(handed) >= 2 else 0.0
             common = {"stdout": result.stdout, "stderr": result.stderr, "isolation": result.isolation}
             if result.status is ExecutionStatus.PASSED:
                 passed += 1
@@ -498,7 +500,8 @@ class ForkServerExecutor:
     ) -> ExecutionResult:
         """Hand the job to a fork server (a second one if the first was lost before it started) and judge its
         reply. ``case``: a stdio case's ``(input, expected output, float tolerance)``, judged here from the program's
-        output; ``handed``: appended with the moment a fork server was taken for it (after any wait)."""
+        output; ``handed``: appended with the moment a fork server was taken for it (after any wait), then with the
+        moment its reply came, or the fork server failed, plus the CPU time its comparison took here."""
         for attempt in (1, 2):
             # Registered before a fork server is taken: a job waiting for another's turn alone holds none.
             shared = self._measures_shared_disk()
@@ -511,11 +514,15 @@ class ForkServerExecutor:
                 if handed is not None:
                     handed.append(time.perf_counter())
                 try:
-                    reply, verdict, out, out_size, err, err_size = (
-                        worker.execute(header, job.code, job.tests)
-                        if case is None
-                        else worker.execute(header, job.code, case[0], harness.MAX_STDIO_PRINTED_BYTES)
-                    )
+                    try:
+                        reply, verdict, out, out_size, err, err_size = (
+                            worker.execute(header, job.code, job.tests)
+                            if case is None
+                            else worker.execute(header, job.code, case[0], harness.MAX_STDIO_PRINTED_BYTES)
+                        )
+                    finally:
+                        if handed is not None:
+                            handed.append(time.perf_counter())  # (a lost fork server's case is charged too)
                 except BaseException as exc:
                     if not isinstance(exc, WorkerFailure):
                         # Failed on our side (e.g. no descriptors left) before the worker was involved,
@@ -553,7 +560,13 @@ class ForkServerExecutor:
             if cpu_limit is not None:
                 reply = {**reply, "cpu_time_ran_out": cpu_limit}
             if case is not None:
+                judging = time.thread_time()
                 verdict = _stdio_verdict(reply, out, out_size, case[1], err, case[2])
+                if handed is not None:
+                    # The comparison's own work is charged (what the program printed sets it, and uncharged, 2 MiB of
+                    # numbers a case cost the scorer a second each beyond the budget), never the scorer's other
+                    # threads' turns meanwhile: this thread's CPU time, not the clock's.
+                    handed[-1] += time.thread_time() - judging
                 out, err = out[: self.config.output_bytes], err[: self.config.output_bytes]
             result = self._judge(
                 job,

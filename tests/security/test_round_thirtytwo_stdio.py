@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 
 import pytest
 
@@ -185,3 +186,43 @@ def test_signals_a_program_handles_or_reads_are_as_in_an_ordinary_process(execut
     )
     result = _stdio(executor, program, [{"input": "7", "output": "True handled True 7"}])
     assert result.status is ExecutionStatus.PASSED, (result.reason, result.stdout, result.stderr)
+
+
+# --- the scorer's own time ------------------------------------------------------------------------------------------
+
+
+def test_the_scorers_comparison_is_not_charged_to_the_programs_time(executor, monkeypatch):
+    """The outputs are compared in the scorer (up to about a second for 2 MiB of numbers under a float tolerance, and
+    longer while its other threads hold the interpreter): that time counted against the job's ``timeout_s``, so a right
+    program became a ``timeout``, the model's 0, for the scorer's own slowness. Simulated by a slow comparison."""
+    from rewardpipe.execution.runtime import harness
+
+    compare = harness.stdio_output_matches
+
+    def slow_compare(*args, **kwargs):
+        time.sleep(0.4)
+        return compare(*args, **kwargs)
+
+    monkeypatch.setattr(harness, "stdio_output_matches", slow_compare)
+    cases = [{"input": f"{n} {n}", "output": str(2 * n)} for n in range(4)]
+    result = _stdio(executor, "a, b = map(int, input().split())\nprint(a + b)\n", cases, timeout_s=1)
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+def test_the_comparisons_own_work_is_still_charged(executor, monkeypatch):
+    """What the program prints sets the comparison's work: uncharged, 2 MiB of numbers per case would cost the scorer
+    about a second each beyond the job's budget. Its CPU time (simulated here) counts."""
+    from rewardpipe.execution.runtime import harness
+
+    compare = harness.stdio_output_matches
+
+    def costly_compare(*args, **kwargs):
+        spun = time.thread_time()
+        while time.thread_time() - spun < 0.4:
+            pass
+        return compare(*args, **kwargs)
+
+    monkeypatch.setattr(harness, "stdio_output_matches", costly_compare)
+    cases = [{"input": f"{n} {n}", "output": str(2 * n)} for n in range(4)]
+    result = _stdio(executor, "a, b = map(int, input().split())\nprint(a + b)\n", cases, timeout_s=1)
+    assert result.status is ExecutionStatus.TIMEOUT, (result.status, result.reason)
