@@ -226,3 +226,10 @@ def test_the_comparisons_own_work_is_still_charged(executor, monkeypatch):
     cases = [{"input": f"{n} {n}", "output": str(2 * n)} for n in range(4)]
     result = _stdio(executor, "a, b = map(int, input().split())\nprint(a + b)\n", cases, timeout_s=1)
     assert result.status is ExecutionStatus.TIMEOUT, (result.status, result.reason)
+
+
+def test_a_function_ended_by_a_signal_it_sent_itself_fails(executor):
+    """In one process the signal ends the tests' process too; under split trust the model's process went on (pid 1)."""
+    code = "import os, signal\ndef f(n):\n    os.kill(os.getpid(), signal.SIGTERM)\n    return n\n"
+    result = _run(executor, code, _tests("self.assertEqual(f(1), 1)\n"))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)

@@ -638,6 +638,7 @@ class Server:
 
     def load(self, code: str) -> None:
         sys.modules["solution"] = self.module
+        _ended_by_signals_sent_to_itself()  # (a model's process of split trust is pid 1 too)
         load_error = None
         try:
             # dont_inherit: never this module's ``from __future__ import annotations`` (round eight: the model's
@@ -1049,9 +1050,10 @@ _ENDING_SIGNALS_LINUX = ("SIGPWR", "SIGSTKFLT")
 
 
 def _ended_by_signals_sent_to_itself() -> None:
-    """Where the program is pid 1, each of those signals it has left at their default ends it (exit 128 + the
-    signal's number, as a shell reports one; no buffer flushed, as for a real kill), and ``signal.signal`` and
-    ``signal.getsignal`` show that default as ``SIG_DFL``, as in an ordinary process."""
+    """Where the program (or the model's process of a function's tests) is pid 1, each of those signals it has left at
+    their default ends it (exit 128 + the signal's number, as a shell reports one; no buffer flushed, as for a real
+    kill), and ``signal.signal`` and ``signal.getsignal`` show that default as ``SIG_DFL``, as in an ordinary
+    process."""
     if os.getpid() != 1:
         return
     import signal
