@@ -111,6 +111,17 @@ def _turn_request(message: dict[str, Any]) -> dict[str, Any] | None:
     return body
 
 
+def _turn_tools(store: Any, tools_key: Any, state_key: str) -> list[dict[str, Any]]:
+    """The tools a turn request names (``tools_key``, beside its conversation), as a list of JSON objects."""
+    folder = state_key.rpartition("/")[0] + "/"
+    if not isinstance(tools_key, str) or not tools_key.startswith(folder) or ".." in tools_key.split("/"):
+        raise ValueError(f"the turn request's tools_key must be under {folder}, got {str(tools_key)[:200]!r}")
+    tools = store.get_json(tools_key)
+    if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
+        raise ValueError(f"{tools_key} must hold a JSON list of tool schemas")
+    return tools
+
+
 def trainer_reply(turn: Any) -> dict[str, Any]:
     """The callback output for what ``respond`` returned: its text, or an assistant message as the local OpenAI
     policy reads one (:func:`rewardpipe.openai_client.choice_message`), ``{"text", "tool_calls"}``, so a model's
@@ -358,14 +369,19 @@ class RolloutClient:
 
     def _request(self, body: dict[str, Any]) -> dict[str, Any]:
         """What ``respond`` gets: the ids and the conversation so far, read from the state snapshot."""
-        snapshot = self._store(str(body.get("bucket") or "")).get_json(str(body["state_key"]))
-        return {
+        store = self._store(str(body.get("bucket") or ""))
+        snapshot = store.get_json(str(body["state_key"]))
+        request = {
             "run": body.get("run"),
             "step": body.get("step"),
             "group": body.get("group"),
             "rollout": body.get("rollout"),
             "messages": snapshot["state"]["messages"],
         }
+        tools_key = body.get("tools_key")
+        if tools_key is not None:  # the environment offers tools: what the local OpenAI policy sends as tools=
+            request["tools"] = _turn_tools(store, tools_key, str(body["state_key"]))
+        return request
 
     def _fail(self, token: str, context: str, exc: Exception) -> bool:
         """Tell the execution its turn failed (it ends in a policy_error record); False: nothing delivered."""
@@ -413,7 +429,9 @@ class RolloutClient:
     ) -> int:
         """Answer turn requests from the queue until ``until()``; returns how many turns were delivered.
 
-        ``respond(request)`` gets ``{"run", "step", "group", "rollout", "messages"}`` and returns the
+        ``respond(request)`` gets ``{"run", "step", "group", "rollout", "messages"}``, and ``"tools"`` when the
+        environment offers the model tools (its ``tool_schemas`` for the task, OpenAI-style, what the local OpenAI
+        policy sends as ``tools=``: pass ``request.get("tools")`` on to the model), and returns the
         assistant turn: its text, or an assistant message with ``tool_calls`` (:func:`trainer_reply`). Up to
         ``workers`` requests are answered in parallel. If ``respond`` raises, the execution is told
         (SendTaskFailure) and ends in an error record. A request whose execution no

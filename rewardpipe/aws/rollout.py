@@ -99,6 +99,32 @@ def hook_failed(env: Any, hook: str, exc: Exception) -> SimulatorError:
     return SimulatorError(f"environment '{env.name}': {hook} failed: {type(exc).__name__}: {exc}")
 
 
+# The tools a callback rollout's trainer is handed travel through S3 (tools.json, beside the snapshots): the turn
+# message names the key only, so neither SQS (a message of at most 256 KiB) nor Step Functions (256 KiB a state)
+# carries them. Bounded all the same: the trainer reads them at every turn and sends them with every request.
+TOOLS_LIMIT = 1_048_576
+
+
+def task_tools(env: Any, task: Any) -> list[dict[str, Any]] | None:
+    """The environment's tools for ``task`` as the local OpenAI policy offers them (``tool_schemas(task)``), or None
+    when it offers none. A ``tool_schemas`` that raises, returns something other than a list of JSON objects or more
+    than :data:`TOOLS_LIMIT` bytes of them is the environment's failure (:func:`hook_failed`)."""
+    schemas = getattr(env, "tool_schemas", None)
+    if not callable(schemas):
+        return None
+    try:
+        tools = schemas(task)
+        if not tools:
+            return None
+        listed = [dict(tool) for tool in tools]
+        size = payload_size(listed)  # TypeError/ValueError: not JSON
+    except Exception as exc:  # the environment's own hook
+        raise hook_failed(env, "tool_schemas", exc) from exc
+    if size > TOOLS_LIMIT:
+        raise hook_failed(env, "tool_schemas", ValueError(f"the tools are {size} bytes, over {TOOLS_LIMIT}"))
+    return listed
+
+
 class SnapshotMismatch(RuntimeError):
     """An episode snapshot written by another environment (name or version) than the one this deployment runs:
     it is never resumed (its state would be read with the wrong model); the rollout ends in an error record."""
@@ -247,6 +273,7 @@ class EpisodeSnapshot(DeferredModel):
     execution: ExecutionRef | None = None
     version: int = Field(default=0, ge=0)  # how many times a conversation step has written it
     applied_reply_at: str | None = None  # the state entry (EnteredTime) that applied the last trainer reply
+    tools_key: str | None = None  # callback mode: the task's tool schemas, stored once (task_tools)
 
 
 # Snapshots written before they carried their environment were all ask_before_coding's.
@@ -426,6 +453,7 @@ def build_policy(snapshot: EpisodeSnapshot, settings: Settings, turns: list[str]
             max_tokens=spec.max_tokens,
             client=settings.chat_client(base_url, model, _api_key(settings)),
             system_prompt=settings.environment.system_prompt,
+            tools=getattr(settings.environment, "tool_schemas", None),  # as the local run offers them
         )
     raise ValueError("policy.mode 'callback' takes its turn from the trainer, not from a policy object")
 
@@ -603,7 +631,7 @@ class TokenDelivery:
 
         return aws_client(service)
 
-    def ask_trainer(self, ref: StateRef) -> None:
+    def ask_trainer(self, ref: StateRef, tools_key: str | None = None) -> None:
         if self.token is None:
             return
         from rewardpipe.aws.settings import ConfigurationError
@@ -623,6 +651,8 @@ class TokenDelivery:
             "state_key": ref.state_key,
             "reply_key": ref.reply_key,
         }
+        if tools_key is not None:  # the environment's tools for the task (task_tools), which the client hands respond
+            body["tools_key"] = tools_key
         self._client("sqs").send_message(QueueUrl=queue_url, MessageBody=json.dumps(body))
 
     def resume(self) -> None:
@@ -703,7 +733,7 @@ def _conclude(
 ) -> dict[str, Any]:
     """Deliver a conversation step's outcome; returns it (the handler logs it, tests read it)."""
     if ref.next == "ask_trainer":
-        delivery.ask_trainer(ref)
+        delivery.ask_trainer(ref, snapshot.tools_key)
     elif ref.next == "converse":
         delivery.resume()
     elif ref.next == "score" or _can_run_inline(ref, settings):
@@ -762,7 +792,14 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
         )
     except Exception as exc:  # the environment's start() failed: the environment's fault
         raise hook_failed(env, "start", exc) from exc
-    opening = EpisodeSnapshot(task_key=task_key, policy=policy, state=state, environment=settings.environment_tag)
+    tools = task_tools(env, task) if policy.mode == "callback" else None
+    opening = EpisodeSnapshot(
+        task_key=task_key,
+        policy=policy,
+        state=state,
+        environment=settings.environment_tag,
+        tools_key=states.put("tools.json", tools) if tools else None,
+    )
     snapshot = _converse(opening, task, settings, states, 0)
     ids = {"run": request.run, "step": request.step, "group": request.group, "rollout": request.rollout}
     ref = _save(states, snapshot, ids)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.aws.handlers import Context, load
 from tests.aws.test_client import _FakeSfn, _FakeSqs, _turn, turn_bucket  # noqa: F401 - the fixture
-from tests.aws.test_rollout_handlers import _client_error, _event, _failed, bucket, runner  # noqa: F401 - fixtures
+from tests.aws.test_rollout_handlers import _client_error, _event, _failed, _snapshot, bucket, runner  # noqa: F401 - fixtures
 from tests.integrations.test_round_thirtyone_integrations import TOOL_REPLY, _tool_call
 
 pytestmark = pytest.mark.xdist_group("cdk")
@@ -198,3 +198,80 @@ class TestAScoreOutlivesALaterFailure:
         out = load("error_record").lambda_handler(_failed(ref, "ScoreStep", "States.Timeout"), Context())
         assert out["status"] == "scored" and out["aggregate_reward_score"] == scored["aggregate_reward_score"]
         assert bucket.get_json(scored["record_key"]) == rerun
+
+
+class TestTheTrainerIsHandedTheTools:
+    """Before: a callback turn request carried the conversation only, so a trainer had to know and pass the
+    environment's tools to its model itself (and the workflow's own ``openai`` policy sent none): a tool-calling
+    environment's model was asked without the tools the local OpenAI policy offers it."""
+
+    @pytest.fixture
+    def tool_env(self, bucket, monkeypatch):  # noqa: F811
+        import boto3
+
+        from tests.aws import harness
+
+        sqs = boto3.client("sqs", region_name=harness.REGION)
+        url = sqs.create_queue(QueueName="turns")["QueueUrl"]
+        monkeypatch.setenv("TURN_QUEUE_URL", url)
+        monkeypatch.setenv("ENVIRONMENT_REF", "rewardpipe.envs.tool_call:ENVIRONMENT")
+        return sqs, url
+
+    @staticmethod
+    def _start(sqs, url, attempt="att-1"):
+        from rewardpipe.envs.tool_call import BUNDLED_TASKS, ToolCallTask
+        from rewardpipe.models import load_task_rows
+
+        task = load_task_rows(BUNDLED_TASKS, ToolCallTask)[0]
+        event = {
+            "input": {**_event(mode="callback"), "task": task.model_dump(mode="json")},
+            "attempt": attempt,
+            "task_token": f"tok-{attempt}",
+        }
+        ref = load("rollout_start").lambda_handler(event, Context())
+        (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        return task, ref, json.loads(message["Body"])
+
+    def test_respond_gets_the_environments_tools_for_the_task(self, bucket, tool_env):  # noqa: F811
+        from rewardpipe.envs.tool_call import ENVIRONMENT
+
+        task, ref, body = self._start(*tool_env)
+        assert ref["next"] == "ask_trainer" and body["tools_key"] == "runs/r/state/att-1/tools.json"
+        seen = []
+        sfn = _serve(lambda request: seen.append(request) or "I will check.", [body], bucket.client)
+        assert not sfn.failure and list(sfn.success) == ["tok-att-1"]
+        assert seen[0]["tools"] == ENVIRONMENT.tool_schemas(task) and seen[0]["tools"]
+        assert seen[0]["messages"] == _snapshot(bucket, ref)["state"]["messages"]
+
+    def test_a_request_without_tools_is_as_before_and_a_foreign_tools_key_fails_the_turn(self, turn_bucket):  # noqa: F811
+        s3, store = turn_bucket
+        store.put_json("runs/r/state/b/tools.json", [{"type": "function"}])
+        seen = []
+        sfn = _serve(
+            lambda request: seen.append(request) or "ok",
+            [_turn("plain"), {**_turn("foreign"), "tools_key": "runs/r/state/b/tools.json"}],
+            s3,
+        )
+        assert [sorted(r) for r in seen] == [["group", "messages", "rollout", "run", "step"]]  # no "tools" key
+        assert list(sfn.success) == ["plain"] and "tools_key must be under runs/r/state/a/" in sfn.failure["foreign"][1]
+
+    def test_tools_over_the_limit_or_not_json_are_the_environments_failure(self, bucket, tool_env, monkeypatch):  # noqa: F811
+        from rewardpipe.aws import rollout
+        from rewardpipe.envs.tool_call import ENVIRONMENT
+
+        monkeypatch.setattr(rollout, "TOOLS_LIMIT", 100)
+        with pytest.raises(rollout.SimulatorError, match=r"tool_schemas failed: ValueError: the tools are \d+ bytes"):
+            rollout.task_tools(ENVIRONMENT, None)
+        monkeypatch.setattr(type(ENVIRONMENT), "tool_schemas", lambda self, task: [{"f": {1, 2}}])
+        with pytest.raises(rollout.SimulatorError, match="tool_schemas failed: TypeError"):
+            rollout.task_tools(ENVIRONMENT, None)
+
+    def test_the_workflows_openai_policy_sends_the_tools(self, bucket, tool_env):  # noqa: F811
+        from rewardpipe.aws.rollout import EpisodeSnapshot, build_policy
+        from rewardpipe.aws.settings import Settings
+        from rewardpipe.envs.tool_call import ENVIRONMENT
+
+        policy = {"mode": "openai", "base_url": "http://model", "model": "m"}
+        snapshot = EpisodeSnapshot.model_validate({"task_key": "k", "policy": policy, "state": {"messages": []}})
+        policy = build_policy(snapshot, Settings.from_env())
+        assert policy.tools == ENVIRONMENT.tool_schemas
