@@ -55,6 +55,11 @@ class _Strict(BaseModel):
 REMOVED_ALARM_SETTINGS = ("datapoints_to_alarm", "evaluation_periods")
 
 
+# RFC 5321: a path is at most 256 octets with its angle brackets (an address, 254), a local part at most 64.
+EMAIL_MAX = 254
+EMAIL_LOCAL_MAX = 64
+
+
 class AlarmSettings(AlarmPolicy):
     """The alarm policy (rewardpipe.monitoring.AlarmPolicy: ``zero_variance_fraction``, ``dead_steps``,
     ``error_rate``, ``error_steps``, with their defaults and limits defined there once), which the stack
@@ -65,6 +70,21 @@ class AlarmSettings(AlarmPolicy):
     # The period of the dashboard's graphs.
     period_minutes: int = Field(default=15, ge=1, le=1440)
     email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+    @field_validator("email")
+    @classmethod
+    def _deliverable(cls, email: str | None) -> str | None:
+        """An address a mail system takes (RFC 5321's limits, printable): SNS would refuse another at deploy, or
+        subscribe it and its confirmation never arrive, leaving the alarms notifying nobody."""
+        if email is None:
+            return email
+        local = email.rpartition("@")[0]
+        if len(email) > EMAIL_MAX or len(local) > EMAIL_LOCAL_MAX or not email.isprintable():
+            raise ValueError(
+                f"an e-mail address has at most {EMAIL_MAX} characters, at most {EMAIL_LOCAL_MAX} before the @, and "
+                f"no control characters (this one has {len(email)}, {len(local)} before the @)"
+            )
+        return email
 
     @model_validator(mode="before")
     @classmethod
