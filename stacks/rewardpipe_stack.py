@@ -133,6 +133,8 @@ class RewardPipeStack(Stack):
             if nova.enabled
             else None
         )
+        if self.nova is not None:  # its alarms on the dashboard too
+            self.monitoring.show_alarms("Nova bridge alarms", [self.nova.alarm, *self.nova.failure_alarms])
 
         CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name, key="BucketName")
         CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn, key="StateMachineArn")

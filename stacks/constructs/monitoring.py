@@ -547,6 +547,11 @@ class Monitoring(Construct):
             )
         )
 
+    def show_alarms(self, title: str, alarms: list[cw.Alarm]) -> None:
+        """A row of the dashboard with the status of ``alarms``: those of a construct built after this one (the Nova
+        bridge's), which the dashboard's own alarm widget cannot list."""
+        self.dashboard.add_widgets(cw.AlarmStatusWidget(title=title, width=24, alarms=alarms))
+
     def _alarm(
         self,
         construct_id: str,

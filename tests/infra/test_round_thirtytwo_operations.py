@@ -34,3 +34,36 @@ class TestTheAlarmEmailIsOneSnsCanDeliverTo:
         assert load_settings({"alarms": {"email": longest}}).alarms.email == longest
         plain = "ops+alarms@example.co.uk"
         assert load_settings({"alarms": {"email": plain}}).alarms.email == plain
+
+
+def _referenced(node, found: set[str]) -> set[str]:
+    """Logical ids ``node`` references (Ref, Fn::GetAtt)."""
+    if isinstance(node, dict):
+        if "Ref" in node:
+            found.add(node["Ref"])
+        if "Fn::GetAtt" in node:
+            found.add(node["Fn::GetAtt"][0])
+        for value in node.values():
+            _referenced(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _referenced(value, found)
+    return found
+
+
+@pytest.mark.xdist_group("cdk")
+@pytest.mark.parametrize("with_nova", [False, True], ids=["default", "nova-bridge"])
+def test_the_dashboards_alarm_status_shows_every_alarm_of_the_stack(with_nova):
+    """Before: the dashboard's alarm widget was built with the monitoring construct's alarms only, so with the Nova
+    bridge its 25 alarms (near-timeout, its functions' errors and throttles, its dead-letter queues) were on no
+    dashboard: an operator watching it saw all clear while the bridge was in ALARM."""
+    from tests.aws import harness
+
+    template = harness.synthesized(harness.NOVA_BRIDGE_CONTEXT if with_nova else "").template
+    resources = template["Resources"]
+    alarms = {k for k, v in resources.items() if v["Type"] == "AWS::CloudWatch::Alarm"}
+    (dashboard,) = [v for v in resources.values() if v["Type"] == "AWS::CloudWatch::Dashboard"]
+    shown = _referenced(dashboard["Properties"]["DashboardBody"], set()) & alarms
+    names = {resources[k]["Properties"]["AlarmName"] for k in alarms - shown}
+    assert not names, f"alarms on no dashboard widget: {sorted(names)}"
+    assert any("nova" in resources[k]["Properties"]["AlarmName"] for k in shown) == with_nova
