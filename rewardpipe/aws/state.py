@@ -43,6 +43,7 @@ STATE_PAYLOAD_LIMIT = 262_144
 PAYLOAD_BUDGET = 200_000
 
 STATE_FOLDER = "state"
+INPUTS_FOLDER = "inputs"  # state/inputs/: what a client stores first (the TrainerPolicy may write there)
 _ATTEMPT = re.compile(r"^[0-9A-Za-z_-]{1,80}$")
 
 
@@ -80,6 +81,8 @@ def guard_payload(obj: Any, what: str, budget: int = PAYLOAD_BUDGET) -> Any:
 def check_attempt(attempt: str) -> str:
     if not isinstance(attempt, str) or not _ATTEMPT.fullmatch(attempt):  # "$" also matches before a final "\n"
         raise ValueError(f"attempt must be an execution name ([0-9A-Za-z_-], 1-80 characters), got {attempt!r}")
+    if attempt == INPUTS_FOLDER:  # its state folder would be the inputs folder, which trainers may write to
+        raise ValueError(f"an execution may not be named {INPUTS_FOLDER!r}: that is the folder of stored inputs")
     return attempt
 
 
@@ -94,7 +97,7 @@ def inputs_prefix(run: str, attempt: str) -> str:
     """``runs/<run>/state/inputs/<attempt>/``: where a client stores execution inputs too large to send."""
     from rewardpipe.store import run_prefix
 
-    return f"{run_prefix(run)}{STATE_FOLDER}/inputs/{check_attempt(attempt)}/"
+    return f"{run_prefix(run)}{STATE_FOLDER}/{INPUTS_FOLDER}/{check_attempt(attempt)}/"
 
 
 class StateStore:

@@ -275,3 +275,16 @@ class TestTheTrainerIsHandedTheTools:
         snapshot = EpisodeSnapshot.model_validate({"task_key": "k", "policy": policy, "state": {"messages": []}})
         policy = build_policy(snapshot, Settings.from_env())
         assert policy.tools == ENVIRONMENT.tool_schemas
+
+
+def test_an_execution_named_inputs_has_no_state_folder_a_trainer_may_write(bucket):  # noqa: F811
+    """Before: an execution named ``inputs`` (a trainer may start executions with any name) kept its episode, its
+    tools and the score RecordError answers with in ``runs/<run>/state/inputs/``, where the TrainerPolicy allows
+    ``s3:PutObject``: its trainer could rewrite them. Such a name is refused as bad input at the start."""
+    from rewardpipe.aws.state import attempt_prefix
+
+    with pytest.raises(ValueError, match="may not be named 'inputs'"):
+        attempt_prefix("r", "inputs")
+    with pytest.raises(ValueError, match="may not be named 'inputs'"):
+        load("rollout_start").lambda_handler({"input": _event(mode="callback"), "attempt": "inputs"}, Context())
+    assert bucket.list_keys("runs/r/state/") == []
