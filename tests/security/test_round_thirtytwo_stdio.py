@@ -233,3 +233,21 @@ def test_a_function_ended_by_a_signal_it_sent_itself_fails(executor):
     code = "import os, signal\ndef f(n):\n    os.kill(os.getpid(), signal.SIGTERM)\n    return n\n"
     result = _run(executor, code, _tests("self.assertEqual(f(1), 1)\n"))
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+
+
+def test_the_hidden_tests_see_the_standard_signal_senders_and_the_model_its_own(executor):
+    """The senders are wrapped once in the fork server for the model's side (lead, round thirty-two: installing the
+    handlers in every child cost each job ~0.4 ms); the trusted runner puts the standard ones back before any tests
+    run, and a model's function that sets its own handler, then sends, is handled as in one process."""
+    code = (
+        "import os, signal\nseen = []\n"
+        "def f(n):\n    signal.signal(signal.SIGUSR1, lambda *a: seen.append(n))\n"
+        "    os.kill(os.getpid(), signal.SIGUSR1)\n    return list(seen)\n"
+    )
+    tests = _tests(
+        "import os, signal\nself.assertEqual(type(os.kill).__name__, 'builtin_function_or_method')\n"
+        "self.assertEqual(type(signal.alarm).__name__, 'builtin_function_or_method')\n"
+        "self.assertEqual(f(2), [2])\n"
+    )
+    result = _run(executor, code, tests)
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
