@@ -71,9 +71,11 @@ def rarely_varies(s: dict[str, Any]) -> str:
     if not varying:
         return ""
     text = f"it varies in {varying} of {s['eligible_groups']} groups, so it can vary, only rarely"
-    if s.get("range_known") and s.get("range") and s["mean"] is not None and k >= 2:
+    # (only for a component constant at one end: one constant within groups at several values has no one end to
+    # count a rate of rollouts off, and its constant_value is None)
+    end = s.get("constant_value")
+    if s.get("range_known") and s.get("range") and s["mean"] is not None and end is not None and k >= 2:
         lo, hi = s["range"]
-        end = s["constant_value"]
         rate = abs(s["mean"] - end) / (hi - lo) if hi > lo else 0.0
         if 0.0 < rate < 1.0:
             chance = 1 - (1 - rate) ** k - rate**k
