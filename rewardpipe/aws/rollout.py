@@ -109,11 +109,12 @@ def task_tools(env: Any, task: Any) -> list[dict[str, Any]] | None:
     """The environment's tools for ``task`` as the local OpenAI policy offers them (``tool_schemas(task)``), or None
     when it offers none. A ``tool_schemas`` that raises, returns something other than a list of JSON objects or more
     than :data:`TOOLS_LIMIT` bytes of them is the environment's failure (:func:`hook_failed`)."""
-    schemas = getattr(env, "tool_schemas", None)
-    if not callable(schemas):
+    from rewardpipe.episode import call_hook
+
+    if not callable(getattr(env, "tool_schemas", None)):
         return None
     try:
-        tools = schemas(task)
+        tools = call_hook(env, "tool_schemas", task)  # as every hook is called: bounded by hook_timeout_s
         if not tools:
             return None
         listed = [dict(tool) for tool in tools]
