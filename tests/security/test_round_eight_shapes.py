@@ -143,7 +143,7 @@ ALIASED_SHAPES = {
         "P(io.BytesIO()).dump(f(3))",
         "pickle",
     ),
-    "from random import seed as reseed": ("from random import seed as reseed\n", "reseed(1)", "random generator"),
+    "from decimal import setcontext as sc": ("from decimal import setcontext as sc\n", "sc(None)", "decimal context"),
     "from os import environ as env": ("from os import environ as env\n", "env['TZ'] = 'UTC'", "environment"),
     "import os as o": ("import os as o\n", "o.chdir('/')", "working directory"),
 }
@@ -151,7 +151,7 @@ ALIASED_SHAPES = {
 
 @pytest.mark.parametrize("case", sorted(ALIASED_SHAPES))
 def test_doctor_sees_through_an_imported_alias(case):
-    """The doctor's findings of a dotted name (pickle.dumps, random.seed, os.environ) held only where the tests
+    """The doctor's findings of a dotted name (pickle.dumps, decimal.setcontext, os.environ) held only where the tests
     spelt it out: imported under another name, the same call went unflagged."""
     imports, statement, finding = ALIASED_SHAPES[case]
     tests = f"{imports}import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n        {statement}\n"

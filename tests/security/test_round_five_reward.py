@@ -177,10 +177,7 @@ SILENT_ZERO_SHAPES = {
         "def now():\n    return int(input())\n",
     ),
     "sys.stdin": ("sys.stdin = io.StringIO('3')\nself.assertEqual(now(), 3)", "def now():\n    return int(input())\n"),
-    "random.seed": (
-        "random.seed(1)\nfirst = now()\nrandom.seed(1)\nself.assertEqual(now(), first)",
-        "import random\ndef now():\n    return random.random()\n",
-    ),
+    # (random.seed: works across the boundary since round thirty-three, test_round_thirtythree_sandbox.py)
     "os.environ": (
         "os.environ['UNIT'] = 'ms'\nself.assertEqual(now(), 'ms')",
         "import os\ndef now():\n    return os.environ.get('UNIT', 's')\n",
@@ -267,7 +264,7 @@ def test_shapes_that_work_across_the_boundary_are_not_flagged():
         "self.assertEqual(now(), 1)"
     )
     assert _findings(fine) == []
-    assert _findings(_silent_tests("random.seed(1)\nself.assertEqual(now(), 1)")) != []
+    assert _findings(_silent_tests("os.chdir('/')\nself.assertEqual(now(), 1)")) != []
 
 
 # --- item 8: a genuine question about a value or a name written as inline code ---------------------------------

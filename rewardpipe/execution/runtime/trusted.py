@@ -147,6 +147,9 @@ class Connection:
         gone = self.links.take_gone()  # (the links the tests no longer hold: given up on both sides)
         if gone:
             message = {**message, "ul": gone}
+        if RANDOM_SET[0]:  # the tests seeded their generator since the last request: the model's code draws from it
+            RANDOM_SET[0] = False
+            message = {**message, "rs": _random_state()}
         try:
             wire.send_json(self.wfd, message)
             raw = wire.recv_frame(self.rfd, MAX_REPLY_BYTES, skip_oversize=True)
@@ -2312,6 +2315,9 @@ def _watch(tests: str) -> None:
     """Per job: whether :func:`_unseen_by_the_model` is asked at each call, and its hooks in place if so."""
     FOREIGN_PATCHES.clear()
     CPU_TIME_READ[0] = False
+    RANDOM_SET[0] = False
+    if _RANDOM_WORDS.search(tests):
+        _watch_random()
     STATE_WATCHED[0] = _STATE_WORDS.search(tests) is not None
     patches, cpu_time = _PATCH_WORDS.search(tests) is not None, _CPU_TIME_WORDS.search(tests) is not None
     WATCHED[0] = STATE_WATCHED[0] or patches or cpu_time or _TRACING_WORDS.search(tests) is not None
@@ -2319,6 +2325,46 @@ def _watch(tests: str) -> None:
         _watch_patches()
     if cpu_time:
         _watch_cpu_time()
+
+
+# The tests' random generator. In one process the model's code draws from the generator the tests seeded
+# (``random.seed(1); self.assertEqual(shuffled(xs), expected)``); under split trust its process had a generator of its
+# own, so a right answer failed, silently (a doctor finding until round thirty-three). Each time the tests seed or set
+# the module's generator, the next request carries its state (Connection._request) and the model's process adopts it
+# (untrusted.Server). One way only: the tests' generator is never set from the model's process, which could otherwise
+# choose every random input the tests draw after its call.
+RANDOM_SET = [False]  # the tests seeded or set the module-level generator since the last request
+_RANDOM_WORDS = re.compile(r"\b(?:seed|setstate)\b")
+
+
+def _watch_random() -> None:
+    """Mark :data:`RANDOM_SET` when the current job's code seeds or sets ``random``'s generator (once per runner)."""
+    import random
+
+    for name in ("seed", "setstate"):
+        original = getattr(random, name)
+        if not getattr(original, "_rp_watched", False):
+            setattr(random, name, _random_setter(original))
+
+
+def _random_setter(original: Callable) -> Callable:
+    def watched(*args, **kwargs):
+        value = original(*args, **kwargs)
+        if _ACTIVE[0] is not None:
+            RANDOM_SET[0] = True
+        return value
+
+    functools.update_wrapper(watched, original)
+    watched._rp_watched = True  # type: ignore[attr-defined]
+    return watched
+
+
+def _random_state() -> list:
+    """The module-level generator's state as the wire carries it: ``[version, [words...], gauss_next]``."""
+    import random
+
+    version, words, gauss_next = random.getstate()
+    return [version, list(words), gauss_next]
 
 
 def _watch_cpu_time() -> None:

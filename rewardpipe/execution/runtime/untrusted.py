@@ -14,6 +14,7 @@ import linecache
 import logging
 import operator
 import os
+import random
 import socket
 import sys
 import types
@@ -626,6 +627,12 @@ def _linkable_references(value) -> int:
     return sys.getrefcount(value) if type(value) in wire.LINKABLE else 0
 
 
+def adopt_random_state(state) -> None:
+    """Give the module-level ``random`` generator the state the tests' generator has (trusted._random_state)."""
+    version, words, gauss_next = state
+    random.setstate((version, tuple(words), gauss_next))
+
+
 class Server:
     def __init__(self, rfd: int, wfd: int, effects: Effects | None = None):
         self.rfd = rfd
@@ -665,6 +672,8 @@ class Server:
                     self.links.apply(request["sy"])
                 if "ul" in request:  # (after their last changes)
                     self.links.forget(request["ul"])
+                if "rs" in request:  # the tests seeded their random generator: the model's code draws from it
+                    adopt_random_state(request["rs"])
                 reply = self.handle(request)
             except BaseException as exc:  # noqa: BLE001 - report, never die on the model's behalf
                 reply = {"exc": describe_exception(exc, handles=self.handles)}
