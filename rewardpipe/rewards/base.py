@@ -369,6 +369,10 @@ class Reward:
     single-turn code rewards ``needs_execution`` / ``executed_code``.
     """
 
+    #: Whether the class (or a base of it below Reward) defines its own ``score_input``: every batch then scores each
+    #: sample through it (:meth:`score_many`, :meth:`score_columns`), as :meth:`score` does.
+    _own_score_input = False
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A subclass's own ``score_input`` returns what the base class's does: a Score whose values are scores
         (:func:`_bounded`), whose ``component_out_of_range`` error says by its ``non_finite`` field, never by its
@@ -378,6 +382,7 @@ class Reward:
         own = cls.__dict__.get("score_input")
         if own is None or getattr(own, "_rewardpipe_bounded", False):
             return
+        cls._own_score_input = True
 
         @functools.wraps(own)
         def score_input(self: Reward, data: ScoringInput) -> Score:
@@ -532,7 +537,8 @@ class Reward:
         return self.executed_code(transcript) if self.executed_code else transcript.final_code
 
     def _copy(self, components: tuple[Component, ...]) -> Reward:
-        new = object.__new__(Reward)
+        # of the same class: a subclass's own score_input (and whatever else it defines) stays with its copies
+        new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new._set_components(components)
         return new
@@ -555,8 +561,8 @@ class Reward:
         return self._copy(tuple(c.replace(weight=checked[c.name]) if c.name in checked else c for c in self.components))
 
     def with_components(self, components: Iterable[Component]) -> Reward:
-        """The same reward (diagnostics, explanations) over other components."""
-        return Reward(
+        """The same reward (diagnostics, explanations; a subclass's own class) over other components."""
+        made = Reward(
             self.name,
             components,
             diagnostics=self.diagnostics,
@@ -565,6 +571,7 @@ class Reward:
             executed_code=self.executed_code,
             description=self.description,
         )
+        return made if type(self) is Reward else self._copy(made.components)
 
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, Reward):
@@ -711,7 +718,10 @@ class Reward:
 
     def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """Score a batch: the async components of every sample are awaited together (one event loop), so
-        a component that calls a service (a judge) works on the whole batch at once."""
+        a component that calls a service (a judge) works on the whole batch at once. A subclass's own
+        :meth:`score_input` scores each sample (its components are its to call)."""
+        if self._own_score_input:
+            return [self.score_input(data) for data in inputs]
         if not self._any_async:
             score = self._score_sync
             with paused_gc():
@@ -738,7 +748,7 @@ class Reward:
         functions): the same values, aggregates and errors, without a Score object (nor diagnostics) per
         sample. A sample that is an error has ``None`` in every column."""
         names = self.component_names
-        if self._any_async:
+        if self._any_async or self._own_score_input:
             scores = self.score_many(inputs)
             errors: list[ErrorInfo | None] = [score.error for score in scores]
             return ColumnScores(
