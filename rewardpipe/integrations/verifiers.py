@@ -28,12 +28,14 @@ settles such a sample (:func:`settle_group`): its reward becomes the mean of its
 advantage 0, the others' as if it were absent), its component metrics the scored samples' means, and its
 ``reward_error`` metric 1 (0 for every scored sample). A group with no scored sample gets each component's
 mid-range for all (advantages 0). A rollout scored alone (``Rubric.score_rollout``, verifiers' independent scoring)
-has no group to take a value from and stays NaN, flagged ``reward_error`` 1; so do the functions of
-:func:`rubric_functions` in a rubric of your own.
+has no group to take a value from and stays NaN, flagged ``reward_error`` 1 and marked failed the way verifiers marks
+a rollout (``state["error"]``, a ``vf.Error``); the functions of :func:`rubric_functions` in a rubric of your own
+stay NaN too (with no mark: they see no state).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -215,7 +217,9 @@ def rubric(reward: str | Reward = "gsm8k", weights: Mapping[str, float] | None =
     resolved = get_reward(reward, weights)
     funcs, w = rubric_functions(resolved)
     middles = {c.name: (c.value_range[0] + c.value_range[1]) / 2.0 for c in resolved.components}
-    return _rubric_class()(funcs=funcs, weights=w, rewardpipe_middles=middles, **rubric_kwargs)
+    return _rubric_class()(
+        funcs=funcs, weights=w, rewardpipe_middles=middles, rewardpipe_reward=resolved.name, **rubric_kwargs
+    )
 
 
 _RUBRIC_CLASS: Any = None
@@ -230,15 +234,26 @@ def _rubric_class() -> Any:
         class RewardpipeRubric(vf.Rubric):
             """A ``vf.Rubric`` whose unscorable samples never poison their group (:func:`settle_group`)."""
 
-            def __init__(self, *args: Any, rewardpipe_middles: Mapping[str, float], **kwargs: Any) -> None:
+            def __init__(
+                self, *args: Any, rewardpipe_middles: Mapping[str, float], rewardpipe_reward: str = "", **kwargs: Any
+            ) -> None:
                 super().__init__(*args, **kwargs)
                 self.rewardpipe_middles = dict(rewardpipe_middles)
+                self.rewardpipe_reward = rewardpipe_reward
 
             async def score_rollout(self, state: Any) -> None:
                 await super().score_rollout(state)
                 metrics = state.get("metrics") or {}
                 failed = any(_nan(metrics.get(name)) for name in self.rewardpipe_middles)
                 state["metrics"] = {**metrics, REWARD_ERROR: 1.0 if failed else 0.0}
+                if failed and state.get("error") is None:
+                    # No group to settle it from: verifiers' own mark of a failed rollout (vf-eval counts and
+                    # prints it, a trainer dropping errored rollouts drops it). The NaN alone passed for a score.
+                    state["error"] = _scoring_error(vf)(
+                        f"rewardpipe could not score this rollout with reward '{self.rewardpipe_reward}' "
+                        f"(a component raised or could not compute; see the rewardpipe.verifiers log): its reward is "
+                        f"NaN, never a 0"
+                    )
 
             async def score_group(self, states: list[Any]) -> None:
                 unset = [
@@ -260,6 +275,15 @@ def _rubric_class() -> Any:
 
         _RUBRIC_CLASS = RewardpipeRubric
     return _RUBRIC_CLASS
+
+
+@functools.cache
+def _scoring_error(vf: Any) -> type[Exception]:
+    """The ``vf.Error`` a rollout scored alone carries when it could not be scored (``state["error"]``)."""
+    base = getattr(vf, "Error", None)
+    if not (isinstance(base, type) and issubclass(base, Exception)):  # a release without verifiers.errors
+        base = RuntimeError
+    return type("RewardpipeScoringError", (base,), {"__module__": __name__})
 
 
 def _nan(value: Any) -> bool:
