@@ -44,6 +44,11 @@ The task is found from the prompt, because TRL hands ``rollout_func`` the prompt
 prompt (every Wordle game opens the same way): the ``num_generations`` completions of one group are one
 task, and the groups of a shared prompt take its tasks in turn.
 
+An environment's tools (its ``tool_schemas`` for the task, what the local OpenAI policy sends as ``tools=``) are
+rendered into a conversational prompt by the chat template (``apply_chat_template(tools=...)``, where GRPOTrainer's
+own ``tools`` go), and into each environment turn's rendering; the model calls them in its text, as the environment
+parses them. A string prompt has no place for them.
+
 Limits: generation goes through ``model.generate`` on the trainer's process (no vLLM: ``use_vllm=True`` is
 refused with a clear error); text-only models.
 """
@@ -51,6 +56,8 @@ refused with a clear error); text-only models.
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import json
 import logging
 import math
@@ -66,6 +73,7 @@ from rewardpipe.episode import (
     EpisodeError,
     converse,
     end_without_commit,
+    env_tool_schemas,
     error_record,
     failure_record,
     hook_failure,
@@ -143,6 +151,8 @@ class Episode:
     execution: ExecutionResult | None = None
     # The environment's metrics() as read once for this episode (its record and its row share them).
     env_metrics: dict[str, Any] | None = None
+    # The environment's tools for the task (its tool_schemas), rendered into the model's prompt by the chat template.
+    tools: list[dict[str, Any]] | None = None
 
     @property
     def conversational(self) -> bool:
@@ -370,13 +380,27 @@ class EpisodeRollout:
             if key not in group_task:  # one task per group: a GRPO group is K answers to one task
                 group_task[key] = self.task_for(prompt)
             task = group_task[key]
+            tools, tools_problem = self._tools(task)
             try:
-                prompt_ids, render_problem = list(codec.prompt_ids(prompt)), None
+                prompt_ids, render_problem = list(_with_tools(codec.prompt_ids, tools)(prompt)), None
             except Exception as exc:  # noqa: BLE001 - a prompt the tokenizer refuses (a chat template raising on
                 # its roles, a content that is not text) is its own episode's error, not the batch's: TRL stops
                 prompt_ids, render_problem = [], f"{type(exc).__name__}: {exc}"
-            episode = Episode(f"{group}-k{index % size}", prompt, task, EpisodeTokens(prompt_ids))
-            if render_problem is not None:
+            episode = Episode(f"{group}-k{index % size}", prompt, task, EpisodeTokens(prompt_ids), tools=tools)
+            if tools_problem is not None and task is not None:  # the environment's tool_schemas failed
+                episode.record = failure_record(
+                    run_id=self.run_id,
+                    step=step,
+                    group_id=group,
+                    rollout_id=episode.rollout_id,
+                    task_id=task.task_id,
+                    kind="simulator_error",
+                    message=tools_problem,
+                    reward=self.reward,
+                )
+                episode.tokens = EpisodeTokens(prompt_ids or [self._filler(codec)])
+                episode.tokens.add_feedback([self._filler(codec)])
+            elif render_problem is not None:
                 episode.record = failure_record(
                     run_id=self.run_id,
                     step=step,
@@ -451,6 +475,18 @@ class EpisodeRollout:
         self.last_episodes = episodes
         return episodes
 
+    def _tools(self, task: TaskRow | None) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """The environment's tools for ``task`` (its ``tool_schemas``, asked as the local policy asks it), or the
+        failure of that hook: the episode's ``simulator_error``, never the batch's."""
+        if task is None:
+            return None, None
+        try:
+            schemas = env_tool_schemas(self.env)
+            tools = schemas(task) if callable(schemas) else schemas
+            return ([dict(tool) for tool in tools] if tools else None), None
+        except Exception as exc:  # noqa: BLE001 - the environment's hook (raised, hung, or no list of dicts)
+            return None, hook_failure(self.env, "tool_schemas", exc)
+
     @staticmethod
     def _filler(codec: TokenCodec) -> int:
         """The one token an episode with nothing of its own still hands TRL (end of sequence, else 0)."""
@@ -480,7 +516,7 @@ class EpisodeRollout:
         if state.next_action == "policy" and before_reply:  # the environment replied; the model is next
             replies = state.messages[len(before_reply[-1].messages) :]
             try:
-                ids = list(env_message_ids(codec, replies, episode.conversational))
+                ids = list(env_message_ids(codec, replies, episode.conversational, episode.tools))
             except Exception as exc:  # noqa: BLE001 - the reply cannot be tokenized (a chat template refusing
                 # its role or content): this episode's error record, never the batch's (TRL would stop)
                 episode.state = before_reply[-1]
@@ -557,15 +593,47 @@ def rollout_output(episodes: Sequence[Episode], env: Environment | None = None) 
     }
 
 
-def env_message_ids(codec: Any, messages: Sequence[Message], conversational: bool) -> list[int]:
+def env_message_ids(
+    codec: Any, messages: Sequence[Message], conversational: bool, tools: list[dict[str, Any]] | None = None
+) -> list[int]:
     """The tokens of the environment's messages after a model turn: the codec's own rendering of them
-    (``env_ids``, with their roles) when it has one, else each message's text as a user reply."""
+    (``env_ids``, with their roles, and the episode's ``tools`` where it takes them) when it has one, else each
+    message's text as a user reply."""
     if hasattr(codec, "env_ids"):
-        return list(codec.env_ids([m.model_dump(mode="json") for m in messages], conversational))
+        return list(_with_tools(codec.env_ids, tools)([m.model_dump(mode="json") for m in messages], conversational))
     ids: list[int] = []
     for message in messages:
         ids.extend(codec.feedback_ids(message.content, conversational))
     return ids
+
+
+@functools.cache
+def _takes_tools(method: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "tools" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def _with_tools(method: Callable[..., Any], tools: list[dict[str, Any]] | None) -> Callable[..., Any]:
+    """``method`` (a codec's ``prompt_ids`` / ``env_ids``) handed the episode's tools when there are some and it takes
+    a ``tools`` keyword (a codec of your own written before it need not); the method as it is otherwise."""
+    if not tools:
+        return method
+    if not _takes_tools(getattr(method, "__func__", method)):
+        _warn_tools_dropped(type(getattr(method, "__self__", method)).__name__)
+        return method
+    return functools.partial(method, tools=tools)
+
+
+@functools.cache
+def _warn_tools_dropped(codec: str) -> None:
+    logger.warning(
+        "rewardpipe: the environment offers the model tools, but the codec %s takes no tools= keyword: its prompts "
+        "are rendered without them",
+        codec,
+    )
 
 
 class EpisodeScorer(BatchScorer):
@@ -690,12 +758,17 @@ class TokenizerCodec:
         self.eos_id = self.tokenizer.eos_token_id
         self._feedback_cache: dict[tuple[str, bool], list[int]] = {}
 
-    def _render(self, messages: list[dict], generation_prompt: bool) -> list[int]:
+    def _render(
+        self, messages: list[dict], generation_prompt: bool, tools: list[dict[str, Any]] | None = None
+    ) -> list[int]:
         ids = self.tokenizer.apply_chat_template(
             messages,
             add_generation_prompt=generation_prompt,
             tokenize=True,
             return_dict=False,
+            # the environment's tools, where the chat template renders them (as GRPOTrainer's own tools=): never an
+            # empty list, for which some templates render tool boilerplate
+            **({"tools": tools} if tools else {}),
             **({"chat_template": self.chat_template} if self.chat_template else {}),
             **self.template_kwargs,
         )
@@ -703,9 +776,11 @@ class TokenizerCodec:
             ids = ids["input_ids"]
         return list(ids)
 
-    def prompt_ids(self, prompt: Any) -> list[int]:
+    def prompt_ids(self, prompt: Any, tools: list[dict[str, Any]] | None = None) -> list[int]:
+        """A conversational prompt through the chat template (with the environment's ``tools``); a string prompt
+        through the plain tokenizer, where tools have no place (use a conversational dataset for a tool env)."""
         if isinstance(prompt, list):
-            return self._render(prompt, True)
+            return self._render(prompt, True, tools)
         return list(self.tokenizer(text=prompt)["input_ids"])
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -714,15 +789,17 @@ class TokenizerCodec:
     def feedback_ids(self, reply: str, conversational: bool) -> list[int]:
         return self.env_ids([{"role": "user", "content": reply}], conversational)
 
-    def env_ids(self, messages: list[dict[str, Any]], conversational: bool) -> list[int]:
+    def env_ids(
+        self, messages: list[dict[str, Any]], conversational: bool, tools: list[dict[str, Any]] | None = None
+    ) -> list[int]:
         if not conversational:
             text = "".join(PLAIN_FEEDBACK.format(reply=m.get("content") or "") for m in messages)
             return list(self.tokenizer(text=text, add_special_tokens=False)["input_ids"])
         # The chat template's turns for the messages plus generation prompt, after an assistant turn that ended
         # in EOS: a conversation rendered with and without them (the way TRL renders tool results).
         dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "dummy"}]
-        prefix = self._render(dummy, False)
-        full = self._render([*dummy, *messages], True)
+        prefix = self._render(dummy, False, tools)
+        full = self._render([*dummy, *messages], True, tools)
         if self.eos_id in prefix:
             prefix = prefix[: len(prefix) - prefix[::-1].index(self.eos_id)]
         if full[: len(prefix)] != prefix:

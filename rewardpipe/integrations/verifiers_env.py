@@ -33,6 +33,8 @@ classification, the record and the transcript):
   ``completion``, ``answer``, ``state``, ``info``, ``task``, ``parser``, ...). An exception is an error record
   (``component_raised``), never verifiers' 0.0. Ranges come from ``ranges=``; a function without one is
   assumed to lie in [0, 1] and ``doctor`` warns with the range it observed.
+* **Tools.** The tools it offers the model (``info["tool_defs"]``, else its ``tool_defs``; a classic 0.3 release's
+  ``oai_tools``) are its ``tool_schemas``, OpenAI-style, which rewardpipe's policies send as ``tools=``.
 * **Refused.** Environments that execute model-written code (verifiers' sandbox, Python, CLI-agent and
   code-tool environments) would bypass rewardpipe's sandbox; group-level reward functions (``completions``...)
   score a group, not a rollout; ``EnvGroup``.
@@ -556,6 +558,18 @@ class VerifiersEnvironment(Environment):
             )
         return after.evolve(next_action="policy")
 
+    def tool_schemas(self, task: Any = None) -> list[dict[str, Any]]:
+        """The tools the verifiers environment offers the model for ``task`` (``info["tool_defs"]``, else its
+        ``tool_defs``; a classic 0.3 release's ``oai_tools``), OpenAI-style, as rewardpipe's policies send them
+        (``tools=``) and a callback trainer or TRL's chat template gets them. ``[]`` when it offers none."""
+        info = getattr(task, "info", None)
+        tools = info.get("tool_defs") if isinstance(info, Mapping) and "tool_defs" in info else None
+        if tools is None:
+            tools = getattr(self.vf_env, "tool_defs", None)
+        if tools is None:
+            tools = getattr(self.vf_env, "oai_tools", None)
+        return [openai_tool(tool) for tool in tools or []]
+
     # -- doctor ----------------------------------------------------------------------------------------------
 
     def scenarios(self, task: Any) -> Mapping[str, Any]:
@@ -608,6 +622,20 @@ class VerifiersEnvironment(Environment):
         path = Path(path)
         path.write_text("".join(row.model_dump_json() + "\n" for row in self.task_rows(split, n)), encoding="utf-8")
         return path
+
+
+def openai_tool(tool: Any) -> dict[str, Any]:
+    """A verifiers tool definition (a ``vf.Tool``, its dict ``{"name", "description", "parameters"}``, or an OpenAI
+    ``{"type": "function", "function": ...}`` one) as the OpenAI schema rewardpipe's policies send."""
+    plain = tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else tool
+    if not isinstance(plain, Mapping):
+        raise VerifiersError(f"a tool definition must be a vf.Tool or a dict, got {type(tool).__name__}")
+    if plain.get("type") == "function" and isinstance(plain.get("function"), Mapping):
+        return json.loads(json.dumps(plain))
+    if not isinstance(plain.get("name"), str):
+        raise VerifiersError(f"a tool definition needs a name, got keys {sorted(map(str, plain))[:20]}")
+    function = {key: plain[key] for key in ("name", "description", "parameters", "strict") if key in plain}
+    return {"type": "function", "function": json.loads(json.dumps(function))}
 
 
 def _end_reason(vf: Any) -> str:

@@ -52,3 +52,65 @@ class TestARolloutScoredAloneThatFailsIsAnErroredRollout:
         state["error"] = first = vf.InfraError("the model endpoint went away")
         asyncio.run(rub.score_rollout(state))
         assert state["error"] is first
+
+
+class TestAWrappedEnvironmentsToolsReachTheModel:
+    """``from_verifiers`` wrapped a verifiers environment with tools (``tool_defs``) as an environment offering none:
+    rewardpipe's OpenAI policy sent no ``tools=``, a callback trainer got no ``request["tools"]`` and TRL's chat
+    template none, so the model could not know the tools its environment answers. It offers them now
+    (``tool_schemas``, OpenAI-style), from the task's ``info["tool_defs"]`` first, as verifiers reads them."""
+
+    def _env(self):  # type: ignore[no-untyped-def]
+        from datasets import Dataset
+
+        from rewardpipe.integrations.verifiers import from_verifiers
+
+        class Lookup(vf.MultiTurnEnv):
+            async def env_response(self, messages, state, **kwargs):  # type: ignore[no-untyped-def]
+                return [{"role": "user", "content": "ok"}]
+
+        def said(completion) -> float:  # type: ignore[no-untyped-def]
+            return 1.0
+
+        tool = vf.Tool(name="lookup", description="Look a word up.", parameters={"type": "object", "properties": {}})
+        data = Dataset.from_list([{"question": "Define 'cat'.", "answer": "animal"}])
+        return from_verifiers(Lookup(dataset=data, rubric=vf.Rubric(funcs=[said]), tool_defs=[tool]))
+
+    def test_its_tools_are_offered_openai_style(self):
+        env = self._env()
+        (task,) = env.task_rows()
+        assert env.tool_schemas(task) == [
+            {
+                "type": "function",
+                "function": {
+                    "name": "lookup",
+                    "description": "Look a word up.",
+                    "parameters": {"type": "object", "properties": {}},
+                },
+            }
+        ]
+
+    def test_the_openai_policy_sends_them(self):
+        from rewardpipe.episode import converse, env_tool_schemas, start_episode
+        from rewardpipe.policies import OpenAIPolicy
+
+        class Client:
+            def __init__(self) -> None:
+                self.tools: list[object] = []
+
+            def complete(self, messages, **params):  # type: ignore[no-untyped-def]
+                self.tools.append(None)
+                return "done"
+
+            def complete_message(self, messages, tools=None, **params):  # type: ignore[no-untyped-def]
+                self.tools.append(tools)
+                return {"content": "done", "tool_calls": None}
+
+        env = self._env()
+        (task,) = env.task_rows()
+        client = Client()
+        # as `rewardpipe run --policy openai` makes it
+        policy = OpenAIPolicy("http://unused", "m", client=client, tools=env_tool_schemas(env))
+        state = start_episode(task, env=env, run_id="vf", step=0, group_id="g", rollout_id="r", max_turns=1)
+        converse(state, task, policy, env)
+        assert client.tools and client.tools[0] == env.tool_schemas(task)
