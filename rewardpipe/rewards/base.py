@@ -721,7 +721,7 @@ class Reward:
         a component that calls a service (a judge) works on the whole batch at once. A subclass's own
         :meth:`score_input` scores each sample (its components are its to call)."""
         if self._own_score_input:
-            return [self.score_input(data) for data in inputs]
+            return [self._own_score(data) for data in inputs]
         if not self._any_async:
             score = self._score_sync
             with paused_gc():
@@ -742,6 +742,22 @@ class Reward:
                 raised = self._take(values, name, next(results), raised)
             scores.append(self._finish(data, values, raised))
         return scores
+
+    def _own_score(self, data: ScoringInput) -> Score:
+        """A subclass's own :meth:`score_input` of one sample of a batch: one that raises, or returns no Score, is
+        that sample's error (``component_raised``, naming the reward), never the batch's end."""
+        try:
+            score = self.score_input(data)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - user code: its failure costs its sample only
+            problem = how_failed(exc)
+        else:
+            if isinstance(score, Score):
+                return score
+            problem = f"returned {type(score).__name__}, not a Score"
+        error = ErrorInfo(kind="component_raised", message=f"reward '{self.name}': score_input {problem}")
+        return Score(dict.fromkeys(self._weights), self._weights, None, {}, error)
 
     def score_columns(self, inputs: Sequence[ScoringInput]) -> ColumnScores:
         """:meth:`score_many` by column, for trainers that want one list per component (TRL's reward

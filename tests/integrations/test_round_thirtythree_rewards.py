@@ -88,3 +88,31 @@ class TestBatchesHonourAnOverriddenScoreInput:
 
         funcs, _ = reward_functions(_Halved("halved", [main]))
         assert funcs[0](prompts=["q", "q"], completions=["1", "no"]) == [0.5, 0.0]
+
+
+class TestARaisingScoreInputCostsItsSampleOnly:
+    """Scoring a batch through a subclass's own ``score_input`` must not let one sample's failure end the batch (the
+    TRL step, the runner's step): a ``score_input`` that raises, or returns something that is no Score, is that
+    sample's error, as a raising component is."""
+
+    class _Picky(Reward):
+        def score_input(self, data):  # type: ignore[no-untyped-def]
+            if "boom" in data.completion:
+                raise RuntimeError("cannot read boom")
+            if "none" in data.completion:
+                return None
+            return super().score_input(data)
+
+    def test_score_many(self):
+        reward = self._Picky("picky", [main])
+        scores = reward.score_many([_input("1"), _input("boom"), _input("none")])
+        assert scores[0].aggregate == 1.0 and scores[0].error is None
+        assert scores[1].aggregate is None and scores[1].error is not None
+        assert scores[1].error.kind == "component_raised" and "cannot read boom" in scores[1].error.message
+        assert scores[1].components == {"main": None}
+        assert scores[2].error is not None and "not a Score" in scores[2].error.message
+
+    def test_score_columns(self):
+        columns = self._Picky("picky", [main]).score_columns([_input("1"), _input("boom")])
+        assert columns.values == [[1.0, None]] and columns.aggregates == [1.0, None]
+        assert columns.errors[0] is None and columns.errors[1] is not None
