@@ -363,10 +363,16 @@ class EpisodeRollout:
         *,
         max_completion_tokens: int,
         group_size: int = 1,
+        offset: int = 0,
+        batch_prompts: Sequence[Any] | None = None,
     ) -> list[Episode]:
         """One episode per prompt (TRL's prompts already hold each prompt ``num_generations`` times), every
         live episode's next turn generated in one ``generate`` call per round. A failure of ``generate`` is
-        the trainer's own (the model could not run) and propagates; everything after it is per episode."""
+        the trainer's own (the model could not run) and propagates; everything after it is per episode.
+
+        Under several processes ``prompts`` is this process's slice of the batch: ``offset`` is where it starts in
+        the whole batch and ``batch_prompts`` the whole batch's prompts (every process's, in process order), so a
+        completion's group is its place in the whole batch and every process chooses the same task for a group."""
         if max_completion_tokens < 1:
             raise ValueError("max_completion_tokens must be at least 1")
         step = self.batches
@@ -374,10 +380,20 @@ class EpisodeRollout:
         episodes = []
         size = max(1, group_size)
         group_task: dict[tuple[int, str], TaskRow | None] = {}
-        for index, prompt in enumerate(prompts):
+        # One task per group (a GRPO group is K answers to one task), chosen over the whole batch in its order: every
+        # process makes the same choices (its own slice alone split a group or chose its task apart).
+        if batch_prompts is not None:
+            for index, prompt in enumerate(batch_prompts):
+                key = (index // size, _prompt_key(prompt))
+                if key not in group_task:
+                    group_task[key] = self.task_for(prompt)
+        else:
+            offset = 0
+        for local, prompt in enumerate(prompts):
+            index = offset + local
             group = f"b{step}-g{index // size}"
             key = (index // size, _prompt_key(prompt))
-            if key not in group_task:  # one task per group: a GRPO group is K answers to one task
+            if key not in group_task:  # (a slice that is not the batch's at its offset: chosen here, as alone)
                 group_task[key] = self.task_for(prompt)
             task = group_task[key]
             tools, tools_problem = self._tools(task)
@@ -567,12 +583,15 @@ class EpisodeRollout:
         )
         training = bool(getattr(trainer.model, "training", True))
         group = trainer.num_generations if training else getattr(trainer, "num_generations_eval", 1)
+        offset, everyone = batch_slice(prompts, getattr(trainer, "accelerator", None))
         episodes = self.play(
             prompts,
             codec,
             trainer_generate(trainer, codec.tokenizer),
             max_completion_tokens=int(trainer.max_completion_length),
             group_size=group or 1,
+            offset=offset,
+            batch_prompts=everyone,
         )
         return rollout_output(episodes, self.env)
 
@@ -580,6 +599,19 @@ class EpisodeRollout:
         """``(reward_funcs, reward_weights)`` reading each episode's components (without the callback)."""
         scorer = EpisodeScorer(self.reward)
         return scorer.functions(), [c.weight for c in self.reward.components]
+
+
+def batch_slice(prompts: Sequence[Any], accelerator: Any) -> tuple[int, list[Any] | None]:
+    """``(offset, whole batch's prompts)`` of this process's ``prompts`` under several processes (every process's
+    prompts gathered in process order, as TRL gathers its completions); ``(0, None)`` for one process."""
+    processes = int(getattr(accelerator, "num_processes", 1) or 1)
+    if processes <= 1:
+        return 0, None
+    from accelerate.utils import gather_object
+
+    slices = gather_object([list(prompts)])  # a collective: every process's rollout_func calls it
+    rank = int(accelerator.process_index)
+    return sum(len(part) for part in slices[:rank]), [prompt for part in slices for prompt in part]
 
 
 def rollout_output(episodes: Sequence[Episode], env: Environment | None = None) -> dict[str, list | None]:
@@ -692,7 +724,8 @@ class EpisodeScorer(BatchScorer):
 
 def _served(row: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, float | None], str | None]:
     """A row's components for TRL and its error kind: an error row's are ``None``, and so are those of a
-    scored row whose components are not numbers (``malformed_row``, never a TypeError out of the batch)."""
+    scored row whose components are not all numbers (``malformed_row``, never a TypeError out of the batch nor a
+    partial reward)."""
     empty: dict[str, float | None] = dict.fromkeys(names)
     if row.get("status") != "scored":
         error = row.get("error")
@@ -703,9 +736,11 @@ def _served(row: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, flo
     out: dict[str, float | None] = {}
     for name in names:
         value = components.get(name)
-        if value is not None and (not isinstance(value, (int, float)) or not math.isfinite(value)):
+        # a scored row has every component (None is an error record's): one missing would be summed as a partial
+        # reward by TRL (nansum over the functions that have a value)
+        if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
             return empty, "malformed_row"
-        out[name] = None if value is None else float(value)
+        out[name] = float(value)
     return out, None
 
 

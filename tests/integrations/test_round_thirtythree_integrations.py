@@ -124,3 +124,88 @@ class TestVerifiersToolDefinitionsAsOpenAISchemas:
             openai_tool({"description": "nameless"})
         with pytest.raises(VerifiersError, match=r"vf\.Tool or a dict"):
             openai_tool(["lookup"])
+
+
+class TestAGroupSplitAcrossProcessesPlaysOneTask:
+    """TRL hands each process its slice of the batch; ``EpisodeRollout`` grouped a slice's completions from its own
+    index 0 and took a shared prompt's tasks in turn by a counter of its own. A slice not starting at a group's
+    first completion (6 completions a process, 4 a group) put one group's completions in two local groups, and the
+    processes chose their tasks apart: one GRPO group played two Wordle games (advantages across different tasks;
+    the monitor set the group aside). The tasks are now chosen over the whole batch (every process's prompts,
+    gathered), the same way on every process, and each completion's group is its place in the whole batch."""
+
+    def _rollout(self) -> EpisodeRollout:
+        from rewardpipe.envs.wordle.environment import Wordle
+
+        env = Wordle()
+        tasks = load_task_rows("rewardpipe/data/wordle_tasks.jsonl", env.task_model)[:3]
+        return EpisodeRollout(tasks, env=env, max_turns=1)
+
+    def test_the_processes_agree_on_each_groups_task(self):
+        from rewardpipe.integrations.trl_episodes import TokenizerCodec
+
+        size, per_process = 4, 6
+        everyone = [row["prompt"] for row in self._rollout().dataset_rows(conversational=True)[:1]] * 12
+        played = []
+        for rank in range(2):  # each process has its own EpisodeRollout, as under accelerate
+            rollout = self._rollout()
+            local = everyone[rank * per_process : (rank + 1) * per_process]
+            played += rollout.play(
+                local,
+                TokenizerCodec(RecordingTokenizer()),
+                _answer,
+                max_completion_tokens=200,
+                group_size=size,
+                offset=rank * per_process,
+                batch_prompts=everyone,
+            )
+        groups: dict[int, set[str]] = {}
+        for index, episode in enumerate(played):
+            assert episode.task is not None
+            groups.setdefault(index // size, set()).add(episode.task.task_id)
+            assert episode.rollout_id == f"b0-g{index // size}-k{index % size}"
+        assert all(len(tasks) == 1 for tasks in groups.values()), groups
+        assert len({next(iter(tasks)) for tasks in groups.values()}) == 3  # the shared prompt's tasks in turn
+
+    def test_each_process_finds_its_offset_in_the_gathered_batch(self, monkeypatch):
+        import pytest
+
+        accelerate_utils = pytest.importorskip("accelerate.utils")
+        from rewardpipe.integrations.trl_episodes import batch_slice
+
+        class Accelerator:
+            num_processes = 2
+
+            def __init__(self, rank: int) -> None:
+                self.process_index = rank
+
+        slices = [["a", "a", "b"], ["b", "c", "c"]]
+        monkeypatch.setattr(accelerate_utils, "gather_object", lambda mine: slices)
+        assert batch_slice(slices[1], Accelerator(1)) == (3, ["a", "a", "b", "b", "c", "c"])
+        assert batch_slice(slices[0], Accelerator(0)) == (0, ["a", "a", "b", "b", "c", "c"])
+        assert batch_slice(["x"], None) == (0, None)
+
+
+class TestAScoredEpisodeRowMissingAComponentIsAnError:
+    """``EpisodeScorer`` served a scored row's missing component as ``None`` beside the others' values, with no error:
+    TRL sums the functions that have a value (``nansum``), so the completion trained on a partial reward (the
+    missing component read as 0), and the monitor stored it as scored. Such a row (a reward of other components than
+    the rollout's, a row edited on its way) is that completion's ``malformed_row`` now: ``None`` in every function."""
+
+    def test_the_row_is_an_error_in_every_function(self):
+        from rewardpipe.integrations.trl_episodes import EPISODE_FIELD, EpisodeScorer
+        from rewardpipe.rewards import get_reward
+
+        reward = get_reward("ask_before_coding")
+        names = reward.component_names
+        full = dict.fromkeys(names, 1.0)
+        partial = dict(full)
+        partial.pop(names[-1])
+        rows = [
+            {"rollout_id": "a", "task_id": "t", "status": "scored", "components": full},
+            {"rollout_id": "b", "task_id": "t", "status": "scored", "components": partial},
+        ]
+        funcs = EpisodeScorer(reward).functions()
+        served = [fn(prompts=["p", "p"], completions=["x", "y"], **{EPISODE_FIELD: rows}) for fn in funcs]
+        assert [column[0] for column in served] == [1.0] * len(names)
+        assert [column[1] for column in served] == [None] * len(names)
