@@ -209,7 +209,8 @@ def test_large_offset_does_not_break_precision():
     # Values around 1e6 with 1e-3 differences: a naive sum-of-squares variance would be mostly rounding error.
     s = stats_of(batch(lambda g, i: {"c": 1e6 + (i % 2) * 1e-3}), "c")
     assert s.within_group_std_mean == pytest.approx(5e-4, rel=1e-3)
-    assert s.verdict == "ok"
+    # measured exactly, and judged relative to the values' scale (round thirty-three): 1e-9 of 1e6 is rounding dust
+    assert s.verdict == "dead"
 
 
 # -- exclusions -----------------------------------------------------------------------------------

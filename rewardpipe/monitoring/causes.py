@@ -26,7 +26,7 @@ from typing import Any
 from rewardpipe.models import is_score
 from rewardpipe.monitoring.messages import fmt, pct
 from rewardpipe.monitoring.statistics import StepAcc
-from rewardpipe.monitoring.thresholds import Thresholds
+from rewardpipe.monitoring.thresholds import Thresholds, varies
 from rewardpipe.monitoring.verdicts import ComponentStats
 
 #: "Most of the advantage": the share a shaping component must carry to starve the outcome.
@@ -172,7 +172,7 @@ def _redundant_components(components: dict[str, ComponentStats], acc: StepAcc, t
             if len(pairs) < 2:
                 continue
             xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-            varies_a, varies_b = max(xs) - min(xs) > tol, max(ys) - min(ys) > tol
+            varies_a, varies_b = varies(xs, tol, acc.weights.get(a)), varies(ys, tol, acc.weights.get(b))
             if not varies_a and not varies_b:
                 continue
             r = _correlation(xs, ys) if varies_a and varies_b else None

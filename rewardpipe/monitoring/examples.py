@@ -30,7 +30,7 @@ from rewardpipe.models import is_score
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import fmt
 from rewardpipe.monitoring.statistics import SampledRollout, StepAcc
-from rewardpipe.monitoring.thresholds import Thresholds
+from rewardpipe.monitoring.thresholds import Thresholds, varies
 from rewardpipe.safe_text import printable
 from rewardpipe.store import transcript_key  # the one key function the runner writes transcripts with
 
@@ -77,12 +77,14 @@ def _valued(rollouts: Sequence[SampledRollout], component: str) -> list[SampledR
 
 
 def _constant_groups(acc: StepAcc, component: str, eps: float) -> list[list[SampledRollout]]:
-    """The sampled groups where ``component`` is constant, each as its rollouts that have a value."""
+    """The sampled groups where ``component`` is constant (zero variance as the step's figures count it), each as
+    its rollouts that have a value."""
     groups = []
+    weight = None if component == AGGREGATE_TARGET else acc.weights.get(component)
     for rollouts in acc.sample.values():
         valued = _valued(rollouts, component)
         values = [_value(r, component) or 0.0 for r in valued]
-        if len(values) >= 2 and max(values) - min(values) <= eps:
+        if len(values) >= 2 and not varies(values, eps, weight):
             groups.append(valued)
     return groups
 

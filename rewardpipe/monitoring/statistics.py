@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from rewardpipe.models import MAX_SCORE_MAGNITUDE, Record, field_error
-from rewardpipe.monitoring.thresholds import MonitorInputError
+from rewardpipe.monitoring.thresholds import MonitorInputError, zero_variance_bound
 from rewardpipe.store import BadObject
 
 
@@ -403,7 +403,8 @@ def _set_aside(acc: StepAcc, group: str, records: int, gaps: Mapping[tuple[str, 
 
 
 def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
-    """The step's figures for one component, the mean of every zero-variance group (for the cause), and
+    """The step's figures for one component, the mean of every zero-variance group (for the cause; zero variance as
+    :func:`rewardpipe.monitoring.thresholds.zero_variance_bound` says, by the component's weight and scale), and
     ``|weight| * std`` of every group of the step in group order (0.0 where the component has fewer than
     two values), for :func:`advantage_share_means`.
 
@@ -439,9 +440,12 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
     group_mean = table.shift + mean_d
     eligible = n >= 2
     std = np.where(eligible, np.sqrt(np.where(eligible, var, 0.0)), 0.0)
-    zero = eligible & (std <= epsilon)
+    weight = acc.weights.get(name, 1.0)
+    with np.errstate(invalid="ignore"):  # NaN magnitude: a group without a value, never eligible
+        magnitude = np.maximum(np.abs(table.minimum), np.abs(table.maximum))
+        zero = eligible & (std <= zero_variance_bound(epsilon, weight, magnitude))
     with np.errstate(over="ignore", invalid="ignore"):  # a weight near 1e308: inf, and no share (see below)
-        sizes = abs(acc.weights.get(name, 1.0)) * std
+        sizes = abs(weight) * std
     n_total = int(n[present].sum())
     stats.update(
         values=n_total,

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 #: Value ranges of the components of the blog's reward (contracts.md), used to tell "constant at its
@@ -31,7 +32,8 @@ class MonitorInputError(ValueError):
 class Thresholds(BaseModel):
     """When a component is dead, when it has recovered, and when to alarm.
 
-    * ``epsilon``: a group whose std is at most this is "zero variance" (default 1e-6).
+    * ``epsilon``: a group whose std is at most this is "zero variance" (default 1e-6), for a component of
+      weight 1 with values within +-1; :func:`zero_variance_bound` scales it by the weight and the values.
     * ``dead_fraction``: verdict ``dead`` when at least this share of eligible groups has zero variance.
     * ``recover_fraction``: an active dead alarm clears only when the share drops *below* this
       (hysteresis band between the two, so a component hovering at the threshold does not flap).
@@ -140,6 +142,41 @@ class Thresholds(BaseModel):
             neutral = "constant_at_maximum" if abs(hi) <= abs(lo) else "constant_at_minimum"
             return cause == neutral
         return cause == "constant_at_maximum" and hi == 0.0 and lo < 0.0
+
+
+def zero_variance_bound(epsilon: float, weight: float | None, magnitude: Any) -> Any:
+    """The largest within-group population std of a component that counts as zero variance, in a group where its
+    values reach ``magnitude`` (the larger of ``|min|`` and ``|max|`` there; an array gives one bound per group).
+
+    GRPO learns from a component's weighted contribution to the reward, ``|w| * std``. A group gives it none when
+    ``|w| * std <= epsilon * max(1, |w| * magnitude)``, that is ``std <= epsilon * max(1 / |w|, magnitude)``:
+
+    * with weight 1 and values within +-1 it is the absolute ``std <= epsilon`` (``--epsilon``, 1e-6);
+    * a weight scales it: a spread of 1e-8 weighted 1e8 moves the reward by a whole unit, and is alive;
+    * values far from 0 scale it: a spread of 1e-3 on values near 1e6 is relative noise of 1e-9 (rounding dust,
+      gone once a trainer holds the reward in float32), and is dead.
+
+    A weight of 0, None or not finite is taken as 1 (the component is judged on its own spread). The one rule of
+    the figures (:func:`rewardpipe.monitoring.statistics.component_figures`, the Lambda check and the local monitor
+    alike), the alarm examples and the causes (:func:`varies`)."""
+    if epsilon == 0:
+        return np.zeros_like(magnitude, dtype=np.float64) if isinstance(magnitude, np.ndarray) else 0.0
+    w = abs(weight) if weight and math.isfinite(weight) else 1.0
+    with np.errstate(divide="ignore", over="ignore"):
+        floor = np.float64(1.0) / np.float64(w)  # a subnormal weight: inf, every spread is dead
+        bound = epsilon * np.maximum(floor, magnitude)
+    return bound if isinstance(bound, np.ndarray) else float(bound)
+
+
+def varies(values: list[float], epsilon: float, weight: float | None) -> bool:
+    """Whether ``values`` (one group's finite values of a component of ``weight``) are not zero variance under
+    :func:`zero_variance_bound`; fewer than two values do not vary."""
+    if len(values) < 2:
+        return False
+    n = len(values)
+    mean = math.fsum(values) / n
+    std = math.sqrt(max(math.fsum((x - mean) ** 2 for x in values) / n, 0.0))
+    return std > zero_variance_bound(epsilon, weight, max(abs(min(values)), abs(max(values))))
 
 
 def manifest_components(manifest: Mapping[str, Any]) -> dict[str, Any]:

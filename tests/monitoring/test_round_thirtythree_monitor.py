@@ -1,0 +1,102 @@
+"""Round thirty-three (part 4): the variance monitor as an adversary and an RL engineer would read it.
+
+* The zero-variance test was an absolute ``std <= epsilon`` (1e-6): a component varying by 1e-8 inside its groups
+  with weight 1e8 moves the reward (and so GRPO's advantage) by a whole unit, yet was called dead; a component on a
+  1e6 scale varying by 1e-3 (relative noise of 1e-9, lost as soon as a trainer holds the reward in float32) was
+  alive. The rule is now scale-aware (``thresholds.zero_variance_bound``), the same for the figures, the alarm
+  examples and the redundancy cause, so the Lambda check (``monitor_step``) and the local monitor agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from rewardpipe.monitoring import Thresholds, monitor_records
+from tests.monitoring.test_round_twentyseven_monitor import record
+
+
+def weighted(step: int, group: int, rollout: int, components: dict[str, float], weights: dict[str, float]) -> dict:
+    out = record(step, group, rollout, components)
+    out["weights"] = dict(weights)
+    out["aggregate"] = sum(weights[name] * value for name, value in components.items())
+    return out
+
+
+def step_of(component: Callable[[int, int], float], weight: float, groups: int = 16, k: int = 4) -> list[dict]:
+    """``c`` takes ``component(g, i)`` in rollout ``i`` of group ``g``; ``b`` varies everywhere."""
+    return [
+        weighted(0, g, i, {"c": component(g, i), "b": i / k}, {"c": weight, "b": 1.0})
+        for g in range(groups)
+        for i in range(k)
+    ]
+
+
+def test_a_tiny_spread_with_a_huge_weight_moves_the_advantage_and_is_alive():
+    result = monitor_records(step_of(lambda g, i: 1e-8 * (i % 2), 1e8), Thresholds())
+    s = result.step(0).components["c"]
+    assert s.zero_variance_group_fraction == 0.0
+    assert s.verdict == "ok"
+
+
+def test_a_tiny_spread_with_weight_one_is_still_dead():
+    result = monitor_records(step_of(lambda g, i: 1e-8 * (i % 2), 1.0), Thresholds())
+    s = result.step(0).components["c"]
+    assert (s.verdict, s.zero_variance_group_fraction) == ("dead", 1.0)
+
+
+def test_rounding_noise_on_a_huge_scale_is_dead():
+    result = monitor_records(step_of(lambda g, i: 1e6 + g + 1e-3 * (i % 2), 1.0), Thresholds())
+    s = result.step(0).components["c"]
+    assert (s.verdict, s.zero_variance_group_fraction) == ("dead", 1.0)
+    assert s.cause == "constant_within_groups"
+
+
+def test_a_real_spread_on_a_huge_scale_is_alive():
+    result = monitor_records(step_of(lambda g, i: 1e6 + 100.0 * (i % 2), 1.0), Thresholds())
+    assert result.step(0).components["c"].verdict == "ok"
+
+
+def test_unit_components_keep_the_documented_absolute_epsilon():
+    # weight 1 and values within +-1: a constant plus noise below epsilon is dead, above it alive (docs/monitor.md)
+    dead = monitor_records(step_of(lambda g, i: 0.5 + 1e-7 * (i % 2), 1.0), Thresholds())
+    alive = monitor_records(step_of(lambda g, i: 0.5 + 1e-5 * (i % 2), 1.0), Thresholds())
+    assert dead.step(0).components["c"].verdict == "dead"
+    assert alive.step(0).components["c"].verdict == "ok"
+    # and --epsilon still moves the line
+    raised = monitor_records(step_of(lambda g, i: 0.5 + 1e-5 * (i % 2), 1.0), Thresholds(epsilon=1e-4))
+    assert raised.step(0).components["c"].verdict == "dead"
+
+
+def test_an_exact_constant_is_dead_with_epsilon_zero_and_any_weight():
+    for weight in (0.0, 1e-300, 5e-324, 1.0, -3.0):
+        result = monitor_records(step_of(lambda g, i: float(g % 2), weight), Thresholds(epsilon=0.0))
+        assert result.step(0).components["c"].zero_variance_group_fraction == 1.0, weight
+
+
+def test_the_bound_is_one_function_over_arrays_and_scalars():
+    from rewardpipe.monitoring.thresholds import zero_variance_bound
+
+    eps = 1e-6
+    assert zero_variance_bound(eps, 1.0, 0.5) == eps
+    assert zero_variance_bound(eps, 1e8, 1e-8) == eps * 1e-8
+    assert zero_variance_bound(eps, 1.0, 1e6) == eps * 1e6
+    assert zero_variance_bound(0.0, 5e-324, 1e6) == 0.0
+    assert zero_variance_bound(eps, None, 0.5) == eps  # an unweighted component is judged on its own spread
+    assert zero_variance_bound(eps, 0.0, 0.5) == eps
+    bounds = zero_variance_bound(eps, -2.0, np.array([0.0, 1.0, 4e6]))
+    assert bounds.tolist() == [eps / 2, eps, eps * 4e6]
+
+
+def test_alarm_examples_follow_the_same_rule():
+    # weight 1e8: the 1e-8 spread is alive, so the dead groups' examples must not be ones that vary by 1e-8
+    def c(g: int, i: int) -> float:
+        return 0.0 if g > 0 else 1e-8 * (i % 2)
+
+    records = [weighted(0, g, i, {"c": c(g, i), "b": i / 4}, {"c": 1e8, "b": 1.0}) for g in range(16) for i in range(4)]
+    result = monitor_records(records, Thresholds())
+    s = result.step(0).components["c"]
+    assert s.verdict == "dead" and s.zero_variance_groups == 15
+    (alarm,) = [a for a in result.alarms if a.component == "c"]
+    assert alarm.examples and all(e["group_id"] != "g0" for e in alarm.examples)
