@@ -51,6 +51,7 @@ from rewardpipe.models import (
     Record,
     checked_score,
     cut_text,
+    record_metrics,
     recordable_metrics,
     text_message,
 )
@@ -529,7 +530,7 @@ def record_from_score(
     task_id: str,
     extra_metrics: dict | None = None,
 ) -> Record:
-    metrics = {**score.metrics, **(extra_metrics or {})}
+    metrics = record_metrics(score.metrics, extra_metrics or {})
     components, aggregate, error = checked_score(score.components, score.weights, score.aggregate, score.error)
     return Record(
         run_id=run_id,

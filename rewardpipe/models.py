@@ -15,7 +15,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Annotated, Any, Final, Literal, TypeGuard, TypeVar, cast
 
@@ -500,6 +500,45 @@ def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue]
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+#: Where a record says which metrics the record-wide bounds (:func:`record_metrics`) left out.
+METRICS_LEFT_OUT = "metrics_left_out"
+
+
+def record_metrics(*sources: Mapping[str, MetricValue]) -> dict[str, MetricValue]:
+    """The metrics of ``sources`` (a reward's diagnostics, then the episode's: its platform metrics and an
+    environment's ``metrics()``; a later one wins a name) as one record keeps them: at most
+    ``MAX_METRICS_TEXT_CHARS`` characters of names and texts in all.
+
+    :func:`recordable_metrics` bounds each source, so two full sources made a record twice the size the bound
+    allows. Within it nothing changes; past it the costliest metrics (longest name and text) are left out first, so
+    the platform's short ones (``end_reason``, an execution's status, a source's note of what it left out) stay, the
+    rest keep their order, and ``metrics_left_out`` says how many went. (Their number needs no bound of its own:
+    each source keeps ``MAX_METRICS``, each name counts against the characters.)"""
+    merged: dict[str, MetricValue] = {}
+    for source in sources:
+        merged.update(source)
+
+    def cost(item: tuple[str, MetricValue]) -> int:
+        return len(item[0]) + (len(item[1]) if isinstance(item[1], str) else 0)
+
+    if sum(map(cost, merged.items())) <= MAX_METRICS_TEXT_CHARS:
+        return merged
+    kept: set[str] = set()
+    chars = 0
+    for name, value in sorted(merged.items(), key=cost):  # stable: equal costs keep their order
+        price = cost((name, value))
+        if chars + price > MAX_METRICS_TEXT_CHARS - 200:  # room for the note
+            break
+        kept.add(name)
+        chars += price
+    out = {name: value for name, value in merged.items() if name in kept}
+    out[METRICS_LEFT_OUT] = (
+        f"{len(merged) - len(kept):,} of the record's {len(merged):,} metrics left out (a record keeps "
+        f"{MAX_METRICS_TEXT_CHARS:,} characters of names and texts, the longest left out first)"
+    )
+    return out
 
 
 def _plain_scalar(value: Any) -> Any:

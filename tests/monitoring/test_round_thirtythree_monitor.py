@@ -100,3 +100,28 @@ def test_alarm_examples_follow_the_same_rule():
     assert s.verdict == "dead" and s.zero_variance_groups == 15
     (alarm,) = [a for a in result.alarms if a.component == "c"]
     assert alarm.examples and all(e["group_id"] != "g0" for e in alarm.examples)
+
+
+def test_a_records_metric_texts_are_bounded_in_total_across_sources():
+    # Each source (a reward's diagnostics, an environment's metrics()) kept up to 200,000 characters of names and
+    # texts: two full sources made a record of 400,000 and more. The record now keeps 200,000 in all, the longest
+    # texts left out first (the platform's short ones, end_reason, stay) and said so.
+    from rewardpipe.episode import record_from_score
+    from rewardpipe.models import MAX_METRICS_TEXT_CHARS, recordable_metrics
+    from rewardpipe.rewards.base import Score
+
+    def text_size(metrics: dict) -> int:
+        return sum(len(k) + (len(v) if isinstance(v, str) else 0) for k, v in metrics.items())
+
+    diagnostics, _ = recordable_metrics({f"d{i}": "x" * 1990 for i in range(100)}, "diagnostics")
+    env, _ = recordable_metrics({f"e{i}": "y" * 1990 for i in range(100)}, "metrics()")
+    assert text_size(diagnostics) > MAX_METRICS_TEXT_CHARS * 0.99 and text_size(env) > MAX_METRICS_TEXT_CHARS * 0.99
+    score = Score({"c": 1.0}, {"c": 1.0}, 1.0, diagnostics)
+    ids = {"run_id": "r", "step": 0, "group_id": "g", "rollout_id": "x", "task_id": "t"}
+    rec = record_from_score(score, **ids, extra_metrics={"end_reason": "done", "turns": 3, **env})
+    assert text_size(rec.metrics) <= MAX_METRICS_TEXT_CHARS + 200  # (the note of what was left out)
+    assert rec.metrics["end_reason"] == "done" and rec.metrics["turns"] == 3
+    assert "metrics left out" in str(rec.metrics["metrics_left_out"])
+    # a record within the bound is untouched, in its order
+    small = record_from_score(Score({"c": 1.0}, {"c": 1.0}, 1.0, {"a": "1"}), **ids, extra_metrics={"b": 2})
+    assert list(small.metrics.items()) == [("a", "1"), ("b", 2)]
