@@ -159,11 +159,41 @@ def _correlation(xs: list[float], ys: list[float]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / math.sqrt(sxx * syy)
 
 
+#: Most pairs of components one step compares for redundancy (past it, the rest are not compared).
+REDUNDANT_MAX_PAIRS = 20_000
+
+
+def _redundant_candidates(names: list[str], acc: StepAcc, tol: float) -> list[tuple[str, str]]:
+    """The pairs of ``names`` that can be redundant, in the order of ``combinations(names, 2)``: two components
+    that vary in the same sampled groups (on their own finite values), at least ``REDUNDANT_MIN_GROUPS`` of them,
+    since a group where one varies and the other does not breaks the pair. Comparing every pair made the check
+    quadratic in the components (400 took 2.4 s, thousands timed the step out); bucketed, the work grows with the
+    components, and a bucket of thousands (random components that all vary) gives at most ``REDUNDANT_MAX_PAIRS``."""
+    samples = list(acc.sample.values())
+    buckets: dict[tuple[int, ...], list[str]] = {}
+    for name in names:
+        weight = acc.weights.get(name)
+        varying = []
+        for index, rollouts in enumerate(samples):
+            values = [r.components.get(name) for r in rollouts if r.status == "scored"]
+            if varies([x for x in values if is_score(x)], tol, weight):
+                varying.append(index)
+        if len(varying) >= REDUNDANT_MIN_GROUPS:
+            buckets.setdefault(tuple(varying), []).append(name)
+    pairs: list[tuple[str, str]] = []
+    for bucket in buckets.values():
+        for pair in combinations(bucket, 2):
+            if len(pairs) >= REDUNDANT_MAX_PAIRS:
+                break
+            pairs.append(pair)
+    return sorted(pairs)
+
+
 def _redundant_components(components: dict[str, ComponentStats], acc: StepAcc, th: Thresholds) -> list[Diagnosis]:
     found = []
     names = sorted(components)
     tol = th.epsilon
-    for a, b in combinations(names, 2):
+    for a, b in _redundant_candidates(names, acc, tol):
         correlations: list[float] = []
         disagree = 0
         for rollouts in acc.sample.values():

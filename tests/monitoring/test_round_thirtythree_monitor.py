@@ -125,3 +125,51 @@ def test_a_records_metric_texts_are_bounded_in_total_across_sources():
     # a record within the bound is untouched, in its order
     small = record_from_score(Score({"c": 1.0}, {"c": 1.0}, 1.0, {"a": "1"}), **ids, extra_metrics={"b": 2})
     assert list(small.metrics.items()) == [("a", "1"), ("b", 2)]
+
+
+def test_every_reader_judges_with_the_weighted_rule(tmp_path, monkeypatch):
+    # `rewardpipe monitor` reads a JSONL file column-wise (fastread) or record by record; both build the tables the
+    # one rule reads, with the weights the records declare
+    import json
+
+    from tests.monitoring.test_fast_path import run_three_ways
+
+    records = step_of(lambda g, i: 1e-8 * (i % 2), 1e8) + [
+        {**r, "step": 1, "rollout_id": "1" + r["rollout_id"]} for r in step_of(lambda g, i: 1e-8 * (i % 2), 1.0)
+    ]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    outputs, used = run_three_ways(monkeypatch, path, "--json")
+    assert used[0] is True  # the column-wise reader served the first run
+    verdicts = []
+    for code, stdout, _ in outputs:
+        assert code in (0, 1, 2)
+        steps = json.loads(stdout)["steps"]
+        verdicts.append([step["components"]["c"]["verdict"] for step in steps])
+    assert verdicts == [["ok", "dead"]] * 3
+
+
+def test_the_redundancy_cause_does_not_compare_every_pair_of_many_components(monkeypatch):
+    # every pair of components was compared: quadratic in the components (400 took 2.4 s of CPU, thousands timed the
+    # check out). Only components varying in the same sampled groups are paired now, at most REDUNDANT_MAX_PAIRS.
+    import random
+
+    import rewardpipe.monitoring.causes as causes
+
+    calls = []
+    original = causes._correlation
+    monkeypatch.setattr(causes, "_correlation", lambda xs, ys: calls.append(1) or original(xs, ys))
+    rng = random.Random(0)
+    components = 300
+    records = []
+    for g in range(8):
+        for i in range(4):
+            values = {f"c{j:03d}": rng.random() for j in range(components)}
+            values["dead"] = float(g % 2)  # constant inside its groups: paired with nothing
+            values["dup"] = 2 * values["c000"] + 1  # the same signal as c000
+            records.append(record(0, g, i, values))
+    result = monitor_records(records, Thresholds())
+    # (a pair is compared in its next group only while it correlates: in groups of 4, 1 in 1,000 random pairs does)
+    assert len(calls) <= causes.REDUNDANT_MAX_PAIRS * 1.01 < components * (components + 1) // 2
+    (found,) = [d for d in result.step(0).diagnoses if d.cause == "redundant_components"]
+    assert found.components == ["c000", "dup"]
