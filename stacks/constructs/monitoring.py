@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import Aws, Duration
+import jsii
+from aws_cdk import Aws, CfnResource, Duration, Stack
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
@@ -27,7 +28,7 @@ from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
 
-from constructs import Construct
+from constructs import Construct, IValidation
 
 # The alarms watch the metric names the monitor Lambda emits: one definition, in the code that emits them.
 from rewardpipe.aws.metrics import (
@@ -247,6 +248,32 @@ def _metric(name: str, period: Duration, statistic: str = "Maximum", **dims: str
     )
 
 
+#: CloudFormation's quota: "Maximum number of resources that you can declare in your CloudFormation template: 500"
+#: (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html).
+TEMPLATE_MAX_RESOURCES = 500
+
+
+@jsii.implements(IValidation)
+class ResourceCountValidation:
+    """Fails the synth when ``stack`` declares more resources than a template may hold. Each reward component adds
+    a dead-component alarm, so a reward of ~400 components synthesized and then failed at deploy time; this names
+    the count, the limit and the components instead."""
+
+    def __init__(self, stack: Stack, components: int) -> None:
+        self._stack = stack
+        self._components = components
+
+    def validate(self) -> list[str]:
+        count = sum(1 for node in self._stack.node.find_all() if isinstance(node, CfnResource))
+        if count <= TEMPLATE_MAX_RESOURCES:
+            return []
+        return [
+            f"the stack declares {count} resources, over CloudFormation's {TEMPLATE_MAX_RESOURCES} a template may "
+            f"hold; each of the reward's {self._components} components adds a dead-component alarm: use a reward "
+            f"of fewer components (or merge some)"
+        ]
+
+
 class Monitoring(Construct):
     def __init__(
         self,
@@ -350,6 +377,7 @@ class Monitoring(Construct):
         action = cw_actions.SnsAction(self.topic)
         self._action = action
         self.component_alarms: dict[str, cw.Alarm] = {}
+        self.node.add_validation(ResourceCountValidation(Stack.of(self), len(components)))
         for component in components:
             # Counted in checked steps, not minutes: the check emits DeadStreak (consecutive dead checked
             # steps) once per newly checked step, so one datapoint is enough and a pause in training
