@@ -23,6 +23,9 @@ from typing import Any
 
 __all__ = ["EnvironmentReport", "check_environment", "check_reward", "score"]
 
+#: ``score()``'s ``reference`` when it is left out (``reference=None`` says "this sample has none")
+_NOT_GIVEN: Any = object()
+
 
 class EnvironmentReport(list):
     """The diagnoses of :func:`check_environment` (one :class:`rewardpipe.doctor.TaskDiagnosis` per task)."""
@@ -77,15 +80,35 @@ def score(
     *,
     completion: str | None = None,
     messages: Sequence[Any] | None = None,
-    reference: Any = None,
+    reference: Any = _NOT_GIVEN,
     task: Any = None,
     state: Any = None,
     execution: Any = None,
 ) -> Any:
-    """One sample's :class:`rewardpipe.rewards.base.Score` (give ``completion`` or ``messages``)."""
+    """One sample's :class:`rewardpipe.rewards.base.Score` (give ``completion`` or ``messages``, and
+    ``reference`` when the reward reads it: ``reference=None`` for a sample that has none)."""
     from rewardpipe.references import resolve_reward
 
-    return resolve_reward(reward).score_input(_input(completion, messages, reference, task, state, execution))
+    reward = resolve_reward(reward)
+    if reference is _NOT_GIVEN:
+        problem = missing_reference(reward)
+        if problem is not None:  # scored with None, its components gave the model's minimum: a silent 0
+            raise ValueError(f"{problem}: pass reference=...")
+        reference = None
+    return reward.score_input(_input(completion, messages, reference, task, state, execution))
+
+
+def missing_reference(reward: Any) -> str | None:
+    """What is wrong with a sample that gives no ``reference`` to ``reward``: None when the reward reads none.
+    Scored without it, a component comparing the answer with the reference gave its minimum, a 0 that looked
+    like the model's (``rewardpipe score`` and :func:`check_reward` refuse such a sample, naming this)."""
+    if "reference" not in reward.reads:
+        return None
+    readers = [c.name for c in reward.components if "reference" in c.inputs] or ["its diagnostics"]
+    return (
+        f"no 'reference', which reward '{reward.name}' reads ({', '.join(readers)}): give the sample its "
+        f"reference answer (null when it has none, for the components to say so)"
+    )
 
 
 def _input(
@@ -147,10 +170,10 @@ def check_reward(
     reward: Any, samples: Iterable[Mapping[str, Any]] | str | os.PathLike[str], *, require_variation: bool = True
 ) -> list[Any]:
     """Score ``samples`` (dicts, or the path of a JSONL file of them, with ``completion`` or ``messages``, and
-    optionally ``reference``, ``task``,
-    ``state``, ``execution``) and check: no component raised, changed its inputs or came back None without an
-    explanation, every value is inside its component's declared range, and (with ``require_variation``) every
-    component takes at least two values across the samples. Returns the scores."""
+    ``reference`` (required when the reward reads it), ``task``, ``state``, ``execution`` as needed) and check:
+    no component raised, changed its inputs or came back None without an explanation, every value is inside its
+    component's declared range, and (with ``require_variation``) every component takes at least two values across
+    the samples. Returns the scores."""
     from rewardpipe.models import NOT_A_SCORE_KINDS
     from rewardpipe.references import resolve_reward
     from rewardpipe.rewards.mutation import changed_inputs, mutating_components, pristine_copy, written_down
@@ -170,6 +193,8 @@ def check_reward(
                 f"or 'messages', and 'reference', 'task', 'state', 'execution' as needed (a samples file's ids, "
                 f"'rollout_id', 'group_id', 'task_id', 'step', are allowed and not read)"
             )
+        if "reference" not in sample and missing_reference(reward) is not None:
+            raise ValueError(f"sample {index}: {missing_reference(reward)}")
     inputs = [
         _input(
             s.get("completion"),

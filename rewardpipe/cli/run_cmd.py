@@ -789,10 +789,13 @@ def score(
             if as_json:
                 write_json_line(record.model_dump(mode="json", by_alias=True))
 
+    no_reference = None  # why a sample without a reference is refused: its reward reads one
     if env is None:
         from rewardpipe.single_turn import SampleReader
+        from rewardpipe.testing import missing_reference
 
         reader: Any = SampleReader(rollouts_file)
+        no_reference = missing_reference(reward)
     else:
         from rewardpipe.models import RolloutReader
 
@@ -807,6 +810,9 @@ def score(
                 if writer.halted:  # nothing more can be kept: scoring on would only lose more
                     error_line(f"stopped reading {rollouts_file}: {writer.halted}")
                     break
+                if problem is None and no_reference and "reference" not in rollout.model_fields_set:
+                    # scored with None, a component comparing with the reference gave the model a silent 0
+                    problem = f"{rollouts_file}:{line} ({rollout.rollout_id[:80]}): {no_reference}"
                 if problem is not None:
                     bad_lines += 1
                     note(f"skipped {problem}")
