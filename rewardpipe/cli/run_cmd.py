@@ -63,6 +63,7 @@ MAX_ENDPOINT_RETRIES = 10
 # Objects of a played step written at once: creating a file waits on the disk's journal (an S3 PUT on the
 # network) far longer than it computes, so writes overlap; this also keeps the store ahead of the turn loop.
 STORE_WRITERS = 8
+WORKERS_HELP = "Code-execution workers (default: cores; at most 64)."
 
 console = Console(stderr=True)
 # Piped output (CI logs, `make demo | tee`) gets a table wide enough not to truncate component names.
@@ -157,14 +158,16 @@ def run(
     sim_base_url: str | None = typer.Option(
         None, envvar="REWARDPIPE_SIM_BASE_URL", help="The chat endpoint an environment that calls an LLM uses."
     ),
-    sim_model: str | None = typer.Option(None, envvar="REWARDPIPE_SIM_MODEL"),
+    sim_model: str | None = typer.Option(
+        None, envvar="REWARDPIPE_SIM_MODEL", help="The model an environment that calls an LLM asks (at --sim-base-url)."
+    ),
     endpoint_timeout: float = typer.Option(
         60.0, "--endpoint-timeout", max=MAX_ENDPOINT_TIMEOUT_S, help="Seconds per policy/simulator request."
     ),
     endpoint_retries: int = typer.Option(
         2, "--endpoint-retries", min=0, max=MAX_ENDPOINT_RETRIES, help="Retries of a failed endpoint request."
     ),
-    workers: int | None = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
+    workers: int | None = typer.Option(None, min=1, help=WORKERS_HELP),
     thresholds: Any = None,
     spill: Path | None = typer.Option(
         None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."
@@ -633,7 +636,7 @@ def score(
         "lines are single-turn samples: {messages, reference, ids optional}.",
     ),
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
-    workers: int | None = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
+    workers: int | None = typer.Option(None, min=1, help=WORKERS_HELP),
     batch_size: int = typer.Option(
         256, "--batch-size", min=1, help="Rollouts read, scored and written at a time (memory stays flat)."
     ),
@@ -867,8 +870,10 @@ def doctor(
     max_turns: int | None = typer.Option(
         None, min=1, max=MAX_TURNS, help="Turn limit of every scenario (default: each scenario's own)."
     ),
-    workers: int | None = typer.Option(None, min=1),
-    as_json: bool = typer.Option(False, "--json"),
+    workers: int | None = typer.Option(None, min=1, help=WORKERS_HELP),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON object: the tasks, the broken ones and each task's diagnosis."
+    ),
 ) -> None:
     """Before training: play every task through the environment's scenarios and prove each task can be scored,
     each component can move, the reference scenario is best, values stay in range, two plays agree and the
