@@ -921,6 +921,7 @@ def doctor(
         )
     if broken:  # the report above is data (stdout); the verdict is for people (stderr), even when piped
         fail(
-            f"{tasks}: {len(broken)} of {len(diagnoses)} task(s) cannot be scored: "
-            f"{', '.join(d.task_id[:80] for d in broken[:10])}{' ...' if len(broken) > 10 else ''}"
+            f"{tasks}: {len(broken)} of {len(diagnoses)} task(s) fail doctor's checks: "
+            f"{', '.join(d.task_id[:80] for d in broken[:10])}{' ...' if len(broken) > 10 else ''} (each task's "
+            f"problems are on stdout: fix the environment, the reward or the task row they name)"
         )

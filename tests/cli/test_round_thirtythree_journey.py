@@ -81,3 +81,21 @@ def test_every_option_says_what_it_does():
     assert list(_options_without_help(typer.main.get_command(app))) == []
     cli_md = (ROOT / "docs/reference/cli.md").read_text()
     assert "* `--sim-model <str>`: The model" in cli_md
+
+
+def test_doctor_says_the_tasks_fail_its_checks_not_that_they_cannot_be_scored(cli, monkeypatch):
+    """extending.md's doctor run with `WITH_PLEASE` ended "animals.jsonl: 3 of 3 task(s) cannot be scored": every task
+    was scored, one component of the reward never moves, and the line sent the user to the task file. It now says
+    the tasks fail doctor's checks, where their problems are, and what may be at fault."""
+    example = ROOT / "examples/your_own_environment"
+    monkeypatch.syspath_prepend(str(example))
+    result = cli(
+        "doctor", "--env", "animals_env:ENVIRONMENT", "--tasks", example / "animals.jsonl",
+        "--reward", "animals_reward:WITH_PLEASE",
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "component 'says_please' takes only the value(s) [0.0]: it would be dead" in result.stdout
+    assert "cannot be scored" not in result.stderr
+    assert "3 of 3 task(s) fail doctor's checks: otter, owl, tortoise (each task's problems are on stdout" in (
+        " ".join(result.stderr.split())
+    )
