@@ -69,18 +69,26 @@ def _locate(store, run_id: str, rollout: str, step: int | None, key: str | None)
 
 def _other_case(store, run_id: str, rollout: str) -> str:
     """Ids are case-sensitive: name the stored rollouts that differ from ``rollout`` only in letter case."""
+    wanted = rollout.casefold()
+    close = [other for other in _rollout_ids(store, run_id) if other != rollout and other.casefold() == wanted]
+    return f"; ids are case-sensitive: did you mean {', '.join(repr(c) for c in close[:3])}?" if close else ""
+
+
+def _rollout_ids(store, run_id: str) -> list[str]:
+    """The ids of the rollouts the run holds a transcript of, sorted."""
     from rewardpipe.store import decode_id, run_prefix
 
-    wanted = rollout.casefold()
-    found = sorted(
-        {
-            decode_id(key.rsplit("/", 1)[1].removesuffix(".json"))
-            for key in store.list_keys(f"{run_prefix(run_id)}transcripts/")
-        }
-        - {rollout}
-    )
-    close = [other for other in found if other.casefold() == wanted]
-    return f"; ids are case-sensitive: did you mean {', '.join(repr(c) for c in close[:3])}?" if close else ""
+    keys = store.list_keys(f"{run_prefix(run_id)}transcripts/")
+    return sorted({decode_id(key.rsplit("/", 1)[1].removesuffix(".json")) for key in keys})
+
+
+def _which_rollouts(store, run_id: str) -> str:
+    """What to give ``--rollout``: a few of the run's rollout ids (a new user had no way to learn one)."""
+    ids = _rollout_ids(store, run_id)
+    if not ids:
+        return f"run '{run_id}' holds no transcripts (they are written by `rewardpipe run`/`score`)"
+    shown = ", ".join(printable(repr(rollout[:80])) for rollout in ids[:5])
+    return f"run '{run_id}' holds {len(ids)} rollout(s), e.g. {shown}{' ...' if len(ids) > 5 else ''}"
 
 
 @app.command()
@@ -98,8 +106,6 @@ def show(
     components."""
     from rewardpipe.store import StoreError, open_store
 
-    if not rollout and not key:
-        usage_fail("give --rollout ID (or --key TRANSCRIPT_KEY)")
     if not store_path.startswith("s3://") and not Path(store_path).exists():  # as monitor and report say it
         fail(f"STORE not found: {store_path} (expected a store directory or an s3:// URI)")
     try:
@@ -115,6 +121,8 @@ def show(
             if run_id is not None and run_id not in runs:
                 fail(f"run '{run_id}' not found in {store_path} (runs: {', '.join(runs) or 'none'})")
             run_id = run_id or runs[0]
+            if not rollout:
+                usage_fail(f"give --rollout ID (or --key TRANSCRIPT_KEY): {_which_rollouts(store, run_id)}")
         transcript = store.get_transcript(_locate(store, run_id or "", rollout or "", step, key))
     except KeyError as exc:
         fail(str(exc.args[0]) if exc.args else "no such transcript")

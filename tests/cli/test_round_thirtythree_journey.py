@@ -99,3 +99,16 @@ def test_doctor_says_the_tasks_fail_its_checks_not_that_they_cannot_be_scored(cl
     assert "3 of 3 task(s) fail doctor's checks: otter, owl, tortoise (each task's problems are on stdout" in (
         " ".join(result.stderr.split())
     )
+
+
+def test_show_without_a_rollout_names_some_to_give(tmp_path, cli):
+    """`rewardpipe show STORE` without `--rollout` answered "give --rollout ID" and nothing on where a new user would
+    find one. It names the run and a few of its rollout ids."""
+    samples = ROOT / "examples/your_own_reward/samples.jsonl"
+    assert cli("score", samples, "--reward", MY_REWARD, "--out", tmp_path / "store").exit_code == 0
+    result = cli("show", tmp_path / "store")
+    assert result.exit_code == 2
+    assert "give --rollout ID (or --key TRANSCRIPT_KEY): run 'scored' holds 3 rollout(s), e.g. 'r1', 'r2', 'r3'" in (
+        " ".join(result.stderr.split())
+    )
+    assert "r2" in cli("show", tmp_path / "store", "--rollout", "r2").stdout
