@@ -272,5 +272,5 @@ def init(
         f"{names.package}.rewards:REWARD)\n\nNext, in this Python environment:\n"
         f"  cd {shown}\n  pip install -e .\n  pytest\n"
         f"  rewardpipe doctor --env {names.name} --tasks tasks/train.jsonl\n"
-        f"  rewardpipe run --env {names.name} --tasks tasks/train.jsonl --policy scripted --out runs"
+        f"  rewardpipe run --env {names.name} --tasks tasks/train.jsonl --policy scripted"
     )

@@ -5,14 +5,17 @@ Each test failed before its fix (see docs/changelog.md, round thirty-three)."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 
 from rewardpipe import testing
+from tests.cli import test_init_cmd
 from tests.cli.conftest import write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
+installed = test_init_cmd.installed  # the fixture: `rewardpipe init` run and the package installed
 MY_REWARD = f"{ROOT / 'examples/your_own_reward/my_reward.py'}:json_answer"
 ANSWER = [{"role": "user", "content": "6 * 7? Answer as JSON."}, {"role": "assistant", "content": '{"answer": "41"}'}]
 
@@ -112,3 +115,39 @@ def test_show_without_a_rollout_names_some_to_give(tmp_path, cli):
         " ".join(result.stderr.split())
     )
     assert "r2" in cli("show", tmp_path / "store", "--rollout", "r2").stdout
+
+
+def _commands(text: str) -> list[list[str]]:
+    return [shlex.split(line.strip()) for line in text.splitlines() if line.strip().startswith("rewardpipe ")]
+
+
+def test_the_scaffolds_commands_run_as_written_and_file_the_run_where_they_say(installed, cli, monkeypatch):
+    """`rewardpipe init` printed, and its README and extending.md gave, `rewardpipe run ... --out runs`: the records
+    went to `runs/runs/<run>/` ("records and alarms written under runs/runs/..."), a path that looks like a bug.
+    The commands leave `--out` out (records under `runs/<run>/`, which the package's .gitignore holds), and the
+    README's `report` reads the store they make. Every `rewardpipe` line of the README and of init's output runs."""
+    target, _ = installed
+    printed = cli("init", target, "--force").stdout  # what `init` printed for this package, again
+    readme = (target / "README.md").read_text()
+    monkeypatch.chdir(target)
+    commands = _commands(readme.split("```", 2)[1]) + [c for c in _commands(printed) if c[1] == "run"]
+    assert [c[1] for c in commands] == ["envs", "doctor", "run", "report", "run"]
+    for command in commands:
+        result = cli(*command[1:])
+        assert result.exit_code == 0, (command, result.output)
+        if command[1] == "run":
+            assert "written under runs/runs" not in " ".join(result.output.split())
+    runs = sorted(p.name for p in (target / "runs").iterdir() if not p.name.startswith("."))
+    assert len(runs) == 2 and all((target / "runs" / run / "manifest.json").is_file() for run in runs)
+    assert (target / "report.html").is_file()
+    assert "runs/" in (target / ".gitignore").read_text().split()
+
+
+def test_extending_md_shows_the_commands_init_prints(cli, tmp_path, monkeypatch):
+    """The guide's quickest start is what `rewardpipe init my-quiz` tells its user to do next, line for line."""
+    monkeypatch.chdir(tmp_path)
+    printed = cli("init", "my-quiz").stdout
+    steps = [line.strip() for line in printed.split("Next, in this Python environment:", 1)[1].splitlines()]
+    guide = (ROOT / "docs/extending.md").read_text().split("## The quickest start", 1)[1].split("```console\n", 1)[1]
+    shown = [line.removeprefix("$ ") for line in guide.split("```", 1)[0].splitlines()]
+    assert shown == ["rewardpipe init my-quiz", *filter(None, steps)]
