@@ -18,6 +18,7 @@ def test_the_examples_are_found():
         "verifiers_rubric_functions.py",
         "verifiers_rubric.py",
         "your_own_reward/score.py",
+        "your_own_reward/test_my_reward.py",
         "your_own_environment/doctor_it.py",
         "your_own_environment/run_it.py",
         "your_own_environment/score_it.py",
