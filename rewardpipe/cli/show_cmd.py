@@ -82,13 +82,27 @@ def _rollout_ids(store, run_id: str) -> list[str]:
     return sorted({decode_id(key.rsplit("/", 1)[1].removesuffix(".json")) for key in keys})
 
 
-def _which_rollouts(store, run_id: str) -> str:
-    """What to give ``--rollout``: a few of the run's rollout ids (a new user had no way to learn one)."""
-    ids = _rollout_ids(store, run_id)
+def _which_rollouts(store_path: str, run_id: str | None) -> str:
+    """``: run 'R' holds N rollout(s), e.g. ...``, what to give ``--rollout`` (a new user had no way to learn an id);
+    empty when the store cannot say (not there, several runs and none chosen): the usage mistake is said anyway."""
+    from rewardpipe.store import StoreError, open_store
+
+    try:
+        if not store_path.startswith("s3://") and not Path(store_path).is_dir():
+            return ""
+        store = open_store(store_path)
+        runs = store.list_runs()
+        if run_id is None and len(runs) == 1:
+            run_id = runs[0]
+        if run_id is None or run_id not in runs:
+            return ""
+        ids = _rollout_ids(store, run_id)
+    except (StoreError, ValueError, KeyError, OSError):
+        return ""
     if not ids:
-        return f"run '{run_id}' holds no transcripts (they are written by `rewardpipe run`/`score`)"
+        return f": run '{run_id}' holds no transcripts (they are written by `rewardpipe run`/`score`)"
     shown = ", ".join(printable(repr(rollout[:80])) for rollout in ids[:5])
-    return f"run '{run_id}' holds {len(ids)} rollout(s), e.g. {shown}{' ...' if len(ids) > 5 else ''}"
+    return f": run '{run_id}' holds {len(ids)} rollout(s), e.g. {shown}{' ...' if len(ids) > 5 else ''}"
 
 
 @app.command()
@@ -106,6 +120,8 @@ def show(
     components."""
     from rewardpipe.store import StoreError, open_store
 
+    if not rollout and not key:  # a usage mistake (exit 2), said with what the store would let one give
+        usage_fail(f"give --rollout ID (or --key TRANSCRIPT_KEY){_which_rollouts(store_path, run_id)}")
     if not store_path.startswith("s3://") and not Path(store_path).exists():  # as monitor and report say it
         fail(f"STORE not found: {store_path} (expected a store directory or an s3:// URI)")
     try:
@@ -121,8 +137,6 @@ def show(
             if run_id is not None and run_id not in runs:
                 fail(f"run '{run_id}' not found in {store_path} (runs: {', '.join(runs) or 'none'})")
             run_id = run_id or runs[0]
-            if not rollout:
-                usage_fail(f"give --rollout ID (or --key TRANSCRIPT_KEY): {_which_rollouts(store, run_id)}")
         transcript = store.get_transcript(_locate(store, run_id or "", rollout or "", step, key))
     except KeyError as exc:
         fail(str(exc.args[0]) if exc.args else "no such transcript")
