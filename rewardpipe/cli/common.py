@@ -135,6 +135,29 @@ def parse_options(pairs: list[str], option: str) -> dict[str, str]:
     return options
 
 
+def raised_at(problem: BaseException) -> str:
+    """`` (at FILE:LINE)``: the line of the user's own code that raised what ``problem`` (a reference that could not
+    be loaded) wraps, when its message does not say it already; a missing dependency's ``import``, a data file
+    opened at import time, an ``assert`` in a module named only the exception. Empty when none is known."""
+    import traceback
+
+    import rewardpipe
+
+    cause = problem.__cause__
+    if cause is None or isinstance(cause, SyntaxError):  # a SyntaxError's message names its file and line
+        return ""
+    ours = os.path.dirname(os.path.abspath(rewardpipe.__file__)) + os.sep
+    frames = [
+        frame
+        for frame in traceback.extract_tb(cause.__traceback__)
+        if not frame.filename.startswith("<") and not os.path.abspath(frame.filename).startswith(ours)
+    ]
+    if not frames:
+        return ""
+    where = f"{frames[-1].filename}:{frames[-1].lineno}"
+    return "" if where in str(problem) else f" (at {where})"
+
+
 def environment_or_fail(reference: str, options: dict[str, str] | None = None) -> Any:
     """The environment ``--env`` names (any reference form), configured with ``options``; a name that does
     not resolve, or options it refuses, exit 2 saying why."""
@@ -143,7 +166,7 @@ def environment_or_fail(reference: str, options: dict[str, str] | None = None) -
     try:
         env = resolve_environment(reference)
     except ReferenceProblem as exc:
-        usage_fail(f"--env {exc}")  # a module named where a reference was meant: references.meant_reference
+        usage_fail(f"--env {exc}{raised_at(exc)}")  # a module named where a reference was meant: meant_reference
     if options:
         try:
             env = env.configure(**options)
@@ -163,7 +186,7 @@ def reward_or_fail(reference: str | None, weight: list[str], env: Any = None) ->
             return env.reward.with_weights(weights)
         return resolve_reward(reference, weights)
     except ReferenceProblem as exc:
-        usage_fail(f"--reward {exc}")
+        usage_fail(f"--reward {exc}{raised_at(exc)}")
     except ValueError as exc:
         usage_fail(str(exc))
 

@@ -151,3 +151,41 @@ def test_extending_md_shows_the_commands_init_prints(cli, tmp_path, monkeypatch)
     guide = (ROOT / "docs/extending.md").read_text().split("## The quickest start", 1)[1].split("```console\n", 1)[1]
     shown = [line.removeprefix("$ ") for line in guide.split("```", 1)[0].splitlines()]
     assert shown == ["rewardpipe init my-quiz", *filter(None, steps)]
+
+
+@pytest.mark.parametrize(
+    ("source", "line", "said"),
+    [
+        ("import json\nimport acme_not_installed\n", 2, "No module named 'acme_not_installed'"),
+        ("import json\n\nDATA = json.load(open('weights.json'))\n", 3, "No such file or directory: 'weights.json'"),
+        ("assert False, 'set ACME_KEY first'\n", 1, "AssertionError: set ACME_KEY first"),
+    ],
+)
+def test_a_module_that_fails_on_import_is_named_with_its_line(tmp_path, cli, source, line, said):
+    """A user's module that failed on import (a dependency not installed, a weights file missing, an assert)
+    was reported as "importing 'x' failed: FileNotFoundError: ..." and nothing on which file or line of theirs
+    raised it. The CLI adds the line of the user's code that raised it (`--reward`, `--env`)."""
+    module = tmp_path / "acme_reward.py"
+    module.write_text(source)
+    samples = ROOT / "examples/your_own_reward/samples.jsonl"
+    reference = f"{module}:REWARD"
+    for args in (
+        ["score", samples, "--reward", reference, "--out", tmp_path / "store"],
+        ["doctor", "--tasks", samples, "--env", reference],
+    ):
+        result = cli(*args)
+        assert result.exit_code == 2, result.output
+        text = " ".join(result.stderr.split())
+        assert said in text and f"(at {module}:{line})" in text, text
+
+
+def test_a_message_that_names_the_line_already_is_left_as_it_is(tmp_path, cli):
+    module = tmp_path / "acme_reward.py"
+    module.write_text(
+        "from rewardpipe import component\n\n@component(range=(0, 1), role='outcome')\ndef f(completon):\n    return 1"
+    )
+    samples = ROOT / "examples/your_own_reward/samples.jsonl"
+    result = cli("score", samples, "--reward", f"{module}:R", "--out", tmp_path / "store")
+    text = " ".join(result.stderr.split())
+    assert f"component 'f' ({module}:3): parameter 'completon' is not an input" in text
+    assert "(at " not in text
