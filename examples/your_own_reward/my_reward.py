@@ -5,6 +5,8 @@ from rewardpipe import Reward, component
 
 @component(range=(0, 1), role="outcome")
 def answer_correct(completion, reference):
+    if reference is None:
+        return None  # nothing to compare with: not the model's fault, so an error record, never a 0
     try:
         return float(json.loads(completion)["answer"] == reference)
     except (ValueError, KeyError, TypeError):

@@ -32,13 +32,16 @@ class TestASampleWithoutItsReference:
             [
                 {"rollout_id": "with", "reference": "42", "messages": ANSWER},
                 {"rollout_id": "without", "messages": ANSWER},
-                {"rollout_id": "null", "reference": None, "messages": ANSWER},  # said to have none: scored
+                {"rollout_id": "null", "reference": None, "messages": ANSWER},  # said to have none
             ],
         )
         result = cli("score", samples, "--reward", MY_REWARD, "--out", tmp_path / "store", "--json")
         assert result.exit_code == 1, result.output
-        ids = [json.loads(line)["rollout_id"] for line in result.stdout.splitlines()]
-        assert ids == ["with", "null"]
+        records = {r["rollout_id"]: r for r in map(json.loads, result.stdout.splitlines())}
+        assert list(records) == ["with", "null"]
+        # said to have none: the example's outcome returns None, as the guide says a component should, not a 0
+        assert records["null"]["error"]["kind"] == "component_unavailable"
+        assert records["null"]["components"]["answer_correct"] is None
         assert "samples.jsonl:2 (without): no 'reference', which reward 'json_answer' reads (answer_correct)" in (
             result.stderr
         )
