@@ -84,11 +84,12 @@ def _rollout_ids(store, run_id: str) -> list[str]:
 
 def _which_rollouts(store_path: str, run_id: str | None) -> str:
     """``: run 'R' holds N rollout(s), e.g. ...``, what to give ``--rollout`` (a new user had no way to learn an id);
-    empty when the store cannot say (not there, several runs and none chosen): the usage mistake is said anyway."""
+    empty when the store cannot say (not there, several runs and none chosen) or is on S3 (a usage mistake is said
+    without a network call): the mistake is said anyway."""
     from rewardpipe.store import StoreError, open_store
 
     try:
-        if not store_path.startswith("s3://") and not Path(store_path).is_dir():
+        if store_path.startswith("s3://") or not Path(store_path).is_dir():
             return ""
         store = open_store(store_path)
         runs = store.list_runs()
