@@ -793,7 +793,9 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
         )
     except Exception as exc:  # the environment's start() failed: the environment's fault
         raise hook_failed(env, "start", exc) from exc
-    tools = task_tools(env, task) if policy.mode == "callback" else None
+    # Only the trainers' own queue is read by a client that hands the tools on (RolloutClient.serve_turns); a named
+    # channel's consumer (the Nova bridge: a generate request carries messages only) never reads them.
+    tools = task_tools(env, task) if policy.mode == "callback" and policy.channel is None else None
     opening = EpisodeSnapshot(
         task_key=task_key,
         policy=policy,

@@ -9,7 +9,7 @@ small references and the bulky things live here, one folder per execution attemp
     runs/<run>/state/<attempt>/failed-<n>.json    the turns a step that failed mid-way had got to
     runs/<run>/state/<attempt>/replay.json        the replay turns, stored once at the start
     runs/<run>/state/<attempt>/reply-<n>.json     a trainer reply too large for SendTaskSuccess
-    runs/<run>/state/<attempt>/tools.json         a callback rollout's tools (its trainer reads them), stored once
+    runs/<run>/state/<attempt>/tools.json         a trainer-queue callback rollout's tools (read by its client), once
     runs/<run>/state/<attempt>/scored.json        the attempt's scored record, kept before it is written
     runs/<run>/state/inputs/<attempt>/...         large execution inputs the client stored first
 

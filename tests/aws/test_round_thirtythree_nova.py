@@ -1,0 +1,66 @@
+"""Round thirty-three, the Nova Forge paths.
+
+* A callback rollout on the Nova bridge's turn channel stored its environment's tools (``tools.json``) and named
+  them in every turn request, but the bridge's forwarder never read them: Nova's generate request has no tools
+  field (contracts: ``{"version", "sample_id", "step_id", "messages"}``). The tools are now stored and named only
+  for the trainers' own turn queue, whose client hands them to ``respond``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.aws.handlers import Context, load
+from tests.aws.test_rollout_handlers import _event, bucket  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.xdist_group("cdk")
+
+
+class TestNovaChannelToolsAreNotWritten:
+    @pytest.fixture
+    def channels(self, bucket, monkeypatch):  # noqa: F811
+        from rewardpipe.aws.rollout import TokenDelivery
+
+        sent: dict[str, list[dict]] = {}
+
+        class _Sqs:  # the turn queues (the IAM harness has no Nova queue in the default synth)
+            def send_message(self, QueueUrl, MessageBody):
+                sent.setdefault(QueueUrl, []).append(json.loads(MessageBody))
+
+        monkeypatch.setattr(TokenDelivery, "_client", lambda self, service: _Sqs())
+        monkeypatch.setenv("TURN_QUEUE_URL", "trainers")
+        monkeypatch.setenv("TURN_CHANNELS", json.dumps({"nova": "nova"}))
+        monkeypatch.setenv("ENVIRONMENT_REF", "rewardpipe.envs.tool_call:ENVIRONMENT")
+        return sent
+
+    @staticmethod
+    def _start(sent, url, attempt, **policy):
+        from rewardpipe.envs.tool_call import BUNDLED_TASKS, ToolCallTask
+        from rewardpipe.models import load_task_rows
+
+        task = load_task_rows(BUNDLED_TASKS, ToolCallTask)[0]
+        event = {
+            "input": {**_event(mode="callback", **policy), "task": task.model_dump(mode="json")},
+            "attempt": attempt,
+            "task_token": f"tok-{attempt}",
+        }
+        ref = load("rollout_start").lambda_handler(event, Context())
+        (body,) = sent.pop(url)
+        assert not sent  # asked on the one queue only
+        return ref, body
+
+    def test_a_nova_channel_rollout_stores_and_names_no_tools(self, bucket, channels):  # noqa: F811
+        """Before: tools.json was written under the attempt's state folder and its key sent to the Nova bridge,
+        which never reads it (nothing in the Nova contract can carry it)."""
+        ref, body = self._start(channels, "nova", "att-nova", channel="nova")
+        assert ref["next"] == "ask_trainer"
+        assert "tools_key" not in body
+        assert bucket.get_json("runs/r/state/att-nova/tools.json", default=None) is None
+        assert bucket.get_json(ref["state_key"]).get("tools_key") is None
+
+    def test_the_trainers_queue_still_gets_the_tools(self, bucket, channels):  # noqa: F811
+        _, body = self._start(channels, "trainers", "att-own")
+        assert body["tools_key"] == "runs/r/state/att-own/tools.json"
+        assert bucket.get_json(body["tools_key"])
