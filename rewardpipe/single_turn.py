@@ -2,8 +2,8 @@
 
 Input: a list of samples ``{"id", "messages", "metadata": {...}}`` (a single object is tolerated).
 Output: one ``{"id", "aggregate_reward_score", "metrics_list"}`` per sample, in order, ids echoed unchanged
-(except an id strict JSON cannot carry, such as a NaN or Infinity number, which is echoed as its string form
-so the response can still be sent).
+(except an id strict JSON cannot carry, such as a NaN or Infinity number, or one holding a lone surrogate, which
+is echoed as its string form with such a surrogate escaped, so the response can still be sent).
 
 A sample that cannot be scored still gets a result, always flagged by the metric ``reward_error`` = 1 and
 ``error_<kind>`` = 1. Its ``aggregate_reward_score`` must be a finite number (the contract has no null and
@@ -137,11 +137,16 @@ def _first_problem(exc: Exception) -> str:
 
 
 def _sendable_id(sample_id: Any) -> Any:
+    """``sample_id`` as it came when the runtime can send it back, else its text. The python3.12+ runtime writes the
+    answer with ``ensure_ascii=False`` and encodes it as UTF-8 after the handler returned, so an id holding a lone
+    surrogate (JSON's ``"\\ud800"``) would lose the whole batch there: it is echoed with the surrogate escaped."""
+    from rewardpipe.safe_text import escape_lone_surrogates
+
     try:
-        json.dumps(sample_id, allow_nan=False)
-    except (ValueError, TypeError, RecursionError):
+        json.dumps(sample_id, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
         try:
-            return str(sample_id)
+            return escape_lone_surrogates(str(sample_id))
         except Exception:  # noqa: BLE001 - no text of it (too deep, an int past the digit limit): still one answer
             return f"<an id of type {type(sample_id).__name__} that cannot be written>"
     return sample_id

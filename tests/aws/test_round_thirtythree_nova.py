@@ -64,3 +64,42 @@ class TestNovaChannelToolsAreNotWritten:
         _, body = self._start(channels, "trainers", "att-own")
         assert body["tools_key"] == "runs/r/state/att-own/tools.json"
         assert bucket.get_json(body["tools_key"])
+
+
+# --------------------------------------------------------------------------------------------------
+# The single-turn reward Lambda (reward_lambda_arn)
+
+
+def wire(results) -> bytes:
+    """The answer as the python3.12+ runtime (the stack's python3.13) sends it: awslambdaric's marshaller writes
+    JSON with ``ensure_ascii=False`` and posts it UTF-8 encoded, outside the handler's reach."""
+    return json.dumps(results, ensure_ascii=False, allow_nan=True).encode("utf-8")
+
+
+@pytest.fixture
+def gsm8k(monkeypatch):
+    monkeypatch.setenv("REWARD_NAME", "gsm8k")
+    monkeypatch.delenv("REWARD_WEIGHTS", raising=False)
+    monkeypatch.delenv("ERROR_REWARD", raising=False)
+    return load("single_turn_reward")
+
+
+def _sample(sample_id, answer="#### 42", **extra):
+    return {
+        "id": sample_id,
+        "messages": [{"role": "user", "content": "6 * 7?"}, {"role": "nova_assistant", "content": answer}],
+        "metadata": {"reference_answer": "42"},
+        **extra,
+    }
+
+
+class TestEveryAnswerCanBeSent:
+    def test_an_id_with_a_lone_surrogate_does_not_lose_the_batch(self, gsm8k):
+        """Before: JSON's "\\ud800" in an id was echoed as it came; the runtime's UTF-8 encoding of the answer
+        raised UnicodeEncodeError after the handler returned, and all 3 samples' scores were lost."""
+        ids = ["ok", "bad-\ud800", {"k\udfff": 1}]
+        results = gsm8k.lambda_handler([_sample(i) for i in ids], Context())
+        sent = json.loads(wire(results))
+        assert len(sent) == 3 and sent[0]["id"] == "ok"
+        assert [r["aggregate_reward_score"] for r in sent] == [1.5, 1.5, 1.5]
+        assert sent[1]["id"] == "bad-\\ud800" and "\\udfff" in sent[2]["id"]
