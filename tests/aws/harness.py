@@ -323,10 +323,13 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
                 spent = time.thread_time() - started
                 served = stack.pop()  # a nested invocation is inside a served call (_patch_moto_serving)
                 INVOCATION_CPU.append((fn.function_name, spent - served))
-            body = json.dumps(result)
+            # As the python3.12+ runtime's marshaller writes the answer (awslambdaric: ensure_ascii=False, then
+            # UTF-8): an answer holding a lone surrogate cannot be sent, and fails the invocation.
+            body = json.dumps(result, ensure_ascii=False).encode("utf-8")
         except Exception as exc:  # noqa: BLE001 - reported the way Lambda reports it
             response_headers["x-amz-function-error"] = "Unhandled"
-            body = json.dumps({"errorMessage": str(exc), "errorType": type(exc).__name__, "stackTrace": []})
+            error = {"errorMessage": str(exc), "errorType": type(exc).__name__, "stackTrace": []}
+            body = json.dumps(error).encode("utf-8")
         finally:
             for key, value in saved.items():
                 if value is None:
@@ -336,7 +339,7 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
                 else:
                     os.environ[key] = value
             reset_clients()
-    return body.encode("utf-8")
+    return body
 
 
 # --------------------------------------------------------------------------------------------------

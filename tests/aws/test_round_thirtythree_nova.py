@@ -103,3 +103,24 @@ class TestEveryAnswerCanBeSent:
         assert len(sent) == 3 and sent[0]["id"] == "ok"
         assert [r["aggregate_reward_score"] for r in sent] == [1.5, 1.5, 1.5]
         assert sent[1]["id"] == "bad-\\ud800" and "\\udfff" in sent[2]["id"]
+
+    def test_the_deployed_function_answers_such_a_batch_as_its_runtime_sends_it(self, deployment, synth):
+        """The harness now writes a function's answer as the python3.12+ runtime does (it wrote ASCII-escaped
+        JSON, which hid the lost batch above)."""
+        import boto3
+
+        from tests.aws import harness
+
+        (runtime,) = {
+            r["Properties"]["Runtime"]
+            for name, r in synth.template["Resources"].items()
+            if name.startswith("SingleTurnReward") and r["Type"] == "AWS::Lambda::Function"
+        }
+        assert runtime in ("python3.12", "python3.13", "python3.14")  # the marshaller the harness copies
+        client = boto3.client("lambda", region_name=harness.REGION)
+        response = client.invoke(
+            FunctionName=deployment.function_name("SingleTurnReward"),
+            Payload=json.dumps([_sample("ok"), _sample("bad-\ud800")]),
+        )
+        assert "FunctionError" not in response
+        assert [r["id"] for r in json.loads(response["Payload"].read())] == ["ok", "bad-\\ud800"]
