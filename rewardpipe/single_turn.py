@@ -15,7 +15,8 @@ sample that times out is the model's ``timeout``); a sample there was no time to
 (``error_deadline_exceeded``) instead of the caller timing out. With
 ``answer_by``, the same holds for reading and scoring: a sample not yet answered by then is flagged too, unless
 its code already ran (its verdict, a ``timeout`` included, is the model's and is scored, within
-:data:`LATE_SCORING_GRACE_S` after the later of ``answer_by`` and the executions' end).
+:data:`LATE_SCORING_GRACE_S` after the later of ``answer_by`` and the executions' end). A scoring call still
+running then (a component with no ``timeout_s`` that hung) is abandoned: its sample is a ``component_timeout``.
 
 :func:`fit_response` keeps the answer inside a size limit (Lambda's synchronous response is at most 6 MB) by
 dropping diagnostics, never a sample.
@@ -33,6 +34,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from rewardpipe.bounded import AbandonedCalls
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
@@ -239,7 +241,10 @@ def score_samples(
             results.append(None)
             continue
         try:
-            score = reward.score_input(data)
+            score = _within(late_limit, reward.score_input, data)
+        except _ScoringTimedOut as exc:
+            results.append(_error_output(sample_id, "component_timeout", str(exc)))
+            continue
         except Exception as exc:  # noqa: BLE001 - one bad sample must never fail the batch
             results.append(_error_output(sample_id, "scoring_failed", f"{type(exc).__name__}: {exc}"))
             continue
@@ -251,21 +256,44 @@ def score_samples(
     if batched:
         scores: Sequence[Score | Exception]
         try:
-            scores = reward.score_many([data for _, _, data in batched])
+            scores = _within(late_limit, reward.score_many, [data for _, _, data in batched])
         except Exception as exc:  # noqa: BLE001 - the batch's own failure: each of its samples says so
             scores = [exc] * len(batched)
         for (position, sample_id, _), scored in zip(batched, scores, strict=False):
-            results[position] = (
-                _error_output(sample_id, "scoring_failed", f"{type(scored).__name__}: {scored}")
-                if isinstance(scored, Exception)
-                else _score_output(sample_id, scored)
-            )
+            if isinstance(scored, _ScoringTimedOut):
+                results[position] = _error_output(sample_id, "component_timeout", str(scored))
+            elif isinstance(scored, Exception):
+                results[position] = _error_output(sample_id, "scoring_failed", f"{type(scored).__name__}: {scored}")
+            else:
+                results[position] = _score_output(sample_id, scored)
     return apply_error_reward(results, [prompt_key(raw) for raw in samples], error_reward)
 
 
 #: How long after the later of ``answer_by`` and the end of the batch's executions samples whose code ran are
 #: still scored (scoring them is the reward's arithmetic on verdicts in hand: microseconds for the built-ins).
 LATE_SCORING_GRACE_S = 2.0
+
+
+class _ScoringTimedOut(Exception):
+    """The reward was still scoring (a component with no ``timeout_s`` of its own hung) when the batch's time to
+    score ran out: that sample's ``component_timeout``, and the batch is answered without it."""
+
+    def __init__(self, still_running: int = 0) -> None:
+        reason = f"{still_running} earlier scoring calls still running" if still_running else "still running"
+        super().__init__(f"not scored: the reward was {reason} when the invocation's time to answer ran out")
+
+
+#: The scoring calls of an invocation with ``answer_by`` that passed it, perhaps still running (each holds a thread).
+_SCORING_CALLS = AbandonedCalls("rewardpipe-single-turn-scoring")
+
+
+def _within(until: float | None, call: Any, arg: Any) -> Any:
+    """``call(arg)``, in this thread without a time limit (``until`` None), else in a thread of its own that is
+    abandoned at ``until`` (a ``time.monotonic()`` value; Python cannot stop a thread) with :class:`_ScoringTimedOut`,
+    so a component that never returns costs its sample, never the batch and its caller's answer."""
+    if until is None:
+        return call(arg)
+    return _SCORING_CALLS.call(call, (arg,), {}, max(0.0, until - time.monotonic()), _ScoringTimedOut)
 
 
 def _score_output(sample_id: Any, score: Any) -> dict[str, Any]:

@@ -12,8 +12,8 @@ Nova from ERROR_REWARD (neutral | zero | fail_batch).
 The invocation never times out with the batch in hand: code runs only while the context says time is
 left, minus a margin for the sandbox's own grace period, scoring and the response, and a sample whose code
 could not finish in time is answered flagged; so is a sample still unscored when only the reserve for
-sending the answer is left. The answer is kept under Lambda's 6 MB synchronous response limit by dropping
-diagnostic metrics, never a sample.
+sending the answer is left, a reward call still running then (a hung component) included. The answer is
+kept under Lambda's 6 MB synchronous response limit by dropping diagnostic metrics, never a sample.
 
 Called without a Lambda context (the Nova Forge SDK's ``verify_reward_function`` tests a handler file locally
 with ``lambda_handler(samples, {})``), the batch is scored as in an invocation with Lambda's whole 15 minutes.

@@ -124,3 +124,59 @@ class TestEveryAnswerCanBeSent:
         )
         assert "FunctionError" not in response
         assert [r["id"] for r in json.loads(response["Payload"].read())] == ["ok", "bad-\\ud800"]
+
+
+class TestAComponentWithoutALimitCannotHoldTheBatch:
+    """Before: a component with no ``timeout_s`` that hung (a loop on one odd answer, a call without a timeout) held
+    the reward Lambda until Lambda killed it: the whole batch was lost, every other sample's score with it. The
+    handler's ``answer_by`` covered only the time between samples, not a call in progress."""
+
+    @pytest.fixture
+    def release(self):
+        import threading
+
+        event = threading.Event()
+        yield event
+        event.set()
+
+    @staticmethod
+    def _reward(release, *, is_async=False):
+        from rewardpipe import Reward, component
+
+        if is_async:
+
+            @component(range=(0, 1), role="outcome", name="stuck")
+            async def stuck_async(completion):
+                import asyncio
+
+                if "hang" in completion:
+                    await asyncio.get_running_loop().run_in_executor(None, release.wait)
+                return 1.0
+
+            return Reward("r", [stuck_async])
+
+        @component(range=(0, 1), role="outcome", name="stuck")
+        def stuck(completion):
+            if "hang" in completion:
+                release.wait()
+            return 1.0
+
+        return Reward("r", [stuck])
+
+    @pytest.mark.parametrize("is_async", [False, True])
+    def test_a_hung_component_is_its_samples_error_and_the_batch_is_answered(self, release, is_async):
+        import time
+
+        from rewardpipe.single_turn import is_flagged, score_samples
+
+        samples = [_sample("ok", "fine"), _sample("stuck", "hang"), _sample("after", "fine too")]
+        now = time.monotonic()
+        results = score_samples(
+            samples, self._reward(release, is_async=is_async), answer_by=now + 0.5, error_reward="zero"
+        )
+        assert [r["id"] for r in results] == ["ok", "stuck", "after"]
+        flags = {r["id"]: {m["name"] for m in r["metrics_list"] if m["name"].startswith("error_")} for r in results}
+        assert flags["stuck"] == {"error_component_timeout"} and is_flagged(results[1])
+        if not is_async:  # scored one by one: the sample before the hang keeps its score
+            assert not is_flagged(results[0]) and results[0]["aggregate_reward_score"] == 1.0
+        assert is_flagged(results[2])  # reached with no time left: flagged, never a 0 taken for a score
