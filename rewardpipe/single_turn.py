@@ -275,15 +275,16 @@ LATE_SCORING_GRACE_S = 2.0
 
 
 class _ScoringTimedOut(Exception):
-    """The reward was still scoring (a component with no ``timeout_s`` of its own hung) when the batch's time to
-    score ran out: that sample's ``component_timeout``, and the batch is answered without it."""
+    """The reward was still scoring (a component with no ``timeout_s`` of its own hung) or picking the code to run
+    (its ``executed_code`` hook) when the batch's time ran out: that sample's error, and the batch goes on."""
 
     def __init__(self, still_running: int = 0) -> None:
-        reason = f"{still_running} earlier scoring calls still running" if still_running else "still running"
-        super().__init__(f"not scored: the reward was {reason} when the invocation's time to answer ran out")
+        reason = f"{still_running} earlier calls of it still running" if still_running else "still running"
+        super().__init__(f"the reward's call was {reason} when the invocation's time ran out")
 
 
-#: The scoring calls of an invocation with ``answer_by`` that passed it, perhaps still running (each holds a thread).
+#: The reward's calls (scoring, ``executed_code``) of an invocation with a time limit that passed it, perhaps still
+#: running (each holds a thread).
 _SCORING_CALLS = AbandonedCalls("rewardpipe-single-turn-scoring")
 
 
@@ -411,7 +412,8 @@ def _run_executions(
     workers: int | None,
     deadline: float | None = None,
 ) -> dict[int, ExecutionResult | ErrorInfo]:
-    """Run every sample's code in one batch (the pool is what makes a 64-sample call fast)."""
+    """Run every sample's code in one batch (the pool is what makes a 64-sample call fast). The reward's
+    ``executed_code`` hook is given until ``deadline`` (by which all code must have run) to pick each sample's."""
     if not reward.needs_execution:
         return {}
     jobs: dict[int, ExecutionJob] = {}
@@ -419,7 +421,7 @@ def _run_executions(
     for index, (_, sample, _) in enumerate(parsed):
         if sample is None:
             continue
-        code = code_to_run(reward, sample.messages)
+        code = code_to_run(reward, sample.messages, until=deadline)
         if isinstance(code, ErrorInfo):
             out[index] = code
             continue
@@ -451,15 +453,19 @@ def _run_executions(
 EXECUTED_CODE_FAILED = "executed_code_failed"
 
 
-def code_to_run(reward: Reward, messages: Sequence[Message]) -> str | ErrorInfo | None:
+def code_to_run(reward: Reward, messages: Sequence[Message], *, until: float | None = None) -> str | ErrorInfo | None:
     """The code ``reward`` runs for an answer (:meth:`Reward.code_to_execute`), or the sample's error when the
-    reward's ``executed_code`` hook (the user's function picking the code out of the answer) raised on it or
-    returned something other than text or None: that sample's ``executed_code_failed``, never the batch's
-    failure nor a ``bad_reference`` blaming the dataset."""
+    reward's ``executed_code`` hook (the user's function picking the code out of the answer) raised on it, returned
+    something other than text or None: that sample's ``executed_code_failed``, never the batch's failure nor a
+    ``bad_reference`` blaming the dataset. A hook still running at ``until`` (a ``time.monotonic()`` value: the
+    time all code must have run by) is abandoned: that sample's ``deadline_exceeded``, as a job with no time left
+    to run is."""
     from rewardpipe.rewards.base import first_line
 
     try:
-        code = reward.code_to_execute(Transcript.from_messages(messages))
+        code = _within(until, reward.code_to_execute, Transcript.from_messages(messages))
+    except _ScoringTimedOut as exc:
+        return ErrorInfo(kind="deadline_exceeded", message=f"reward '{reward.name}' executed_code: {exc}")
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - the hook's failure on one answer costs that sample only

@@ -180,3 +180,29 @@ class TestAComponentWithoutALimitCannotHoldTheBatch:
         if not is_async:  # scored one by one: the sample before the hang keeps its score
             assert not is_flagged(results[0]) and results[0]["aggregate_reward_score"] == 1.0
         assert is_flagged(results[2])  # reached with no time left: flagged, never a 0 taken for a score
+
+    def test_a_hung_executed_code_hook_is_its_samples_error_and_the_batch_is_answered(self, release):
+        """Before: the reward's ``executed_code`` hook (the user's function picking the code out of an answer) was
+        called with no bound before any code ran: one that hung held the Lambda until it was killed."""
+        import time
+
+        from rewardpipe import Reward, component
+        from rewardpipe.single_turn import is_flagged, score_samples
+
+        @component(range=(0, 1), role="outcome", name="ran")
+        def ran(completion):
+            return 1.0
+
+        def pick(transcript):
+            if "hang" in transcript.assistant_texts[-1]:
+                release.wait()
+            return None  # no code to run: scored on the answer alone
+
+        reward = Reward("r", [ran], needs_execution=True, executed_code=pick)
+        samples = [_sample("ok", "fine"), _sample("stuck", "hang")]
+        now = time.monotonic()
+        results = score_samples(samples, reward, deadline=now + 0.5, answer_by=now + 1.0, error_reward="zero")
+        assert [r["id"] for r in results] == ["ok", "stuck"]
+        assert not is_flagged(results[0]) and results[0]["aggregate_reward_score"] == 1.0
+        flags = {m["name"] for m in results[1]["metrics_list"] if m["name"].startswith("error_")}
+        assert flags == {"error_deadline_exceeded"} and is_flagged(results[1])
