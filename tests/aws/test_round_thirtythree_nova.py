@@ -4,6 +4,10 @@
   them in every turn request, but the bridge's forwarder never read them: Nova's generate request has no tools
   field (contracts: ``{"version", "sample_id", "step_id", "messages"}``). The tools are now stored and named only
   for the trainers' own turn queue, whose client hands them to ``respond``.
+* The single-turn reward Lambda (``reward_lambda_arn``) lost a whole batch three ways: an id holding a lone
+  surrogate (the python3.13 runtime could not encode the answer as UTF-8, after the handler returned; the harness
+  wrote answers ASCII-escaped and hid it), a component without a ``timeout_s`` that hung, and an ``executed_code``
+  hook that hung (both held the invocation until Lambda killed it). Each now costs its own sample only.
 """
 
 from __future__ import annotations
