@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import math
 import numbers
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -109,6 +110,58 @@ class AbandonedCalls:
         if returned:
             return value
         raise value
+
+
+class DeadlineReached(KeyboardInterrupt):
+    """Raised into the main thread's call at its deadline (:func:`call_on_main_thread_until`). A KeyboardInterrupt,
+    because that is what every catch-all of rewardpipe (a component's failure is its sample's error) and of most
+    user code lets through: the call is stopped, not turned into a component's failure."""
+
+
+_RETRY_S = 0.05  # the timer fires again this often past the deadline until the call is out of the called code
+
+
+def main_thread_timer_free() -> bool:
+    """Whether this is the main thread and its interval timer (SIGALRM) is unused, as :func:`call_on_main_thread_until`
+    needs."""
+    return (
+        threading.current_thread() is threading.main_thread()
+        and hasattr(signal, "setitimer")
+        and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN)
+        and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    )
+
+
+def call_on_main_thread_until(
+    function: Callable[..., Any], args: tuple, timeout_s: float, timed_out: Callable[[int], BaseException]
+) -> Any:
+    """``function(*args)`` in this thread (the main one, see :func:`main_thread_timer_free`), stopped after
+    ``timeout_s`` by SIGALRM with ``timed_out(0)``. Unlike :meth:`AbandonedCalls.call` nothing is
+    left running, and the called code may use ``signal`` itself (``math_verify``'s timeouts set SIGALRM handlers,
+    which raise in any other thread): its own use of the timer then replaces this one for the rest of the call.
+    Code stuck in C that never returns to the interpreter (a regex backtracking) is not stopped, in either way."""
+    if timeout_s <= 0:
+        raise timed_out(0)
+    previous = signal.signal(signal.SIGALRM, _interrupt)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s, _RETRY_S)
+    try:
+        return function(*args)
+    except DeadlineReached:
+        raise timed_out(0) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _interrupt(_signum: int, frame: Any) -> None:
+    # Landing in this module's own frame (arming or disarming the timer), it waits for the next tick: raised there,
+    # it would escape the call's handler.
+    if frame is not None and frame.f_code is _OWN_CODE:
+        return
+    raise DeadlineReached
+
+
+_OWN_CODE = call_on_main_thread_until.__code__
 
 
 class LoopBlocked(Exception):

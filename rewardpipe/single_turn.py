@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from rewardpipe.bounded import AbandonedCalls
+from rewardpipe.bounded import AbandonedCalls, call_on_main_thread_until, main_thread_timer_free
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
@@ -256,7 +256,7 @@ def score_samples(
     if batched:
         scores: Sequence[Score | Exception]
         try:
-            scores = _within(late_limit, reward.score_many, [data for _, _, data in batched])
+            scores = _within(late_limit, reward.score_many, [data for _, _, data in batched], on_this_thread=False)
         except Exception as exc:  # noqa: BLE001 - the batch's own failure: each of its samples says so
             scores = [exc] * len(batched)
         for (position, sample_id, _), scored in zip(batched, scores, strict=False):
@@ -288,13 +288,19 @@ class _ScoringTimedOut(Exception):
 _SCORING_CALLS = AbandonedCalls("rewardpipe-single-turn-scoring")
 
 
-def _within(until: float | None, call: Any, arg: Any) -> Any:
-    """``call(arg)``, in this thread without a time limit (``until`` None), else in a thread of its own that is
-    abandoned at ``until`` (a ``time.monotonic()`` value; Python cannot stop a thread) with :class:`_ScoringTimedOut`,
-    so a component that never returns costs its sample, never the batch and its caller's answer."""
+def _within(until: float | None, call: Any, arg: Any, *, on_this_thread: bool = True) -> Any:
+    """``call(arg)``, without a time limit when ``until`` is None; else stopped at ``until`` (a ``time.monotonic()``
+    value) with :class:`_ScoringTimedOut`, so a component that never returns costs its sample, never the batch and
+    its caller's answer. On the main thread (a Lambda handler's) by its timer, in this thread: a component may use
+    ``signal`` itself there (``math_verify`` does), as it could before calls were bounded; elsewhere, or for
+    ``score_many`` (``on_this_thread`` False: its event loop), in a thread of its own that is abandoned at ``until``
+    (Python cannot stop a thread)."""
     if until is None:
         return call(arg)
-    return _SCORING_CALLS.call(call, (arg,), {}, max(0.0, until - time.monotonic()), _ScoringTimedOut)
+    seconds = max(0.0, until - time.monotonic())
+    if on_this_thread and main_thread_timer_free():
+        return call_on_main_thread_until(call, (arg,), seconds, _ScoringTimedOut)
+    return _SCORING_CALLS.call(call, (arg,), {}, seconds, _ScoringTimedOut)
 
 
 def _score_output(sample_id: Any, score: Any) -> dict[str, Any]:

@@ -210,3 +210,72 @@ class TestAComponentWithoutALimitCannotHoldTheBatch:
         assert not is_flagged(results[0]) and results[0]["aggregate_reward_score"] == 1.0
         flags = {m["name"] for m in results[1]["metrics_list"] if m["name"].startswith("error_")}
         assert flags == {"error_deadline_exceeded"} and is_flagged(results[1])
+
+
+class TestTheMainThreadsCallIsStoppedInPlace:
+    """The reward Lambda's handler runs on the main thread. Bounding its scoring calls by running each in a thread of
+    its own (above) broke every component that uses ``signal`` (``math_verify``'s parse/verify timeouts set SIGALRM
+    handlers, which raise ``ValueError`` off the main thread: each sample ``scoring_failed``) and left a hung call
+    running. On the main thread the call is now stopped by its interval timer, in place."""
+
+    @staticmethod
+    def _score(component, samples, seconds):
+        import time
+
+        from rewardpipe import Reward
+        from rewardpipe.single_turn import score_samples
+
+        return score_samples(
+            samples, Reward("r", [component]), answer_by=time.monotonic() + seconds, error_reward="zero"
+        )
+
+    @staticmethod
+    def _flags(result):
+        return {m["name"] for m in result["metrics_list"] if m["name"].startswith("error_")}
+
+    def test_a_component_using_sigalrm_scores_as_it_does_unbounded(self):
+        import signal
+
+        from rewardpipe import component
+
+        @component(range=(0, 1), role="outcome", name="verified")
+        def verified(completion):  # the shape of math_verify's timeout decorator
+            def too_slow(signum, frame):
+                raise TimeoutError
+
+            previous = signal.signal(signal.SIGALRM, too_slow)
+            signal.alarm(5)
+            try:
+                return 1.0 if "42" in completion else 0.0
+            finally:
+                signal.alarm(0)
+                signal.signal(signal.SIGALRM, previous)
+
+        results = self._score(verified, [_sample("right", "42"), _sample("wrong", "41")], 30)
+        assert [self._flags(r) for r in results] == [set(), set()], results
+        assert [r["aggregate_reward_score"] for r in results] == [1.0, 0.0]
+
+    def test_a_hung_call_is_stopped_not_left_running_and_the_timer_is_put_back(self):
+        import signal
+        import time
+
+        from rewardpipe import component
+        from rewardpipe.single_turn import _SCORING_CALLS
+
+        @component(range=(0, 1), role="outcome", name="spins")
+        def spins(completion):
+            started = time.monotonic()
+            while "hang" in completion and time.monotonic() - started < 30:
+                try:
+                    sum(range(1000))
+                except Exception:  # noqa: BLE001 - a catch-all of the component's own does not swallow the stop
+                    return 0.0
+            return 1.0
+
+        before = _SCORING_CALLS.still_running()
+        results = self._score(spins, [_sample("ok", "fine"), _sample("stuck", "hang")], 0.5)
+        assert self._flags(results[0]) == set() and results[0]["aggregate_reward_score"] == 1.0
+        assert self._flags(results[1]) == {"error_component_timeout"}
+        assert _SCORING_CALLS.still_running() == before  # stopped, not abandoned in a thread
+        assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
