@@ -28,13 +28,15 @@ together, :meth:`Reward.score_many`), so it runs on every path a component runs 
   linear scan of at most :data:`MAX_ANSWER_CHARS` characters. The number must lie on the judge's ``scale``; it is
   mapped linearly into the component's ``range``. ``parse=`` replaces the reader (``parse(answer) -> number on
   the scale``).
-* **Failure is never 0.** An endpoint that fails after its retries, a missing endpoint, an answer without a
-  readable verdict or off the scale make the component unavailable with the reason
+* **Failure is never 0.** An endpoint that fails after its retries, a missing endpoint, a judge giving no readable
+  verdict (none, or off the scale) for any material make the component unavailable with the reason
   (:class:`~rewardpipe.components.ComponentUnavailable`): the sample is a ``component_unavailable`` error
   record, left out of the group's baseline, never a zero. A prompt too long for the judge's window is not such a
   failure (a response padded past it would leave its group's baseline so): it is sent again with every input cut
   shorter (:func:`_shorter`, down to :data:`MIN_INPUT_CHARS`). Nor is material the provider's content filter
-  refuses because of the model's text (the request passes with that text withheld): the grade that weighs least.
+  refuses because of the model's text (the request passes with that text withheld): the grade that weighs least;
+  nor an answer with no readable verdict, asked for again, when the request with the model's text withheld gets
+  one (the response talked the judge out of its format): the grade that weighs least too.
 * **Bounded concurrency.** At most ``concurrency`` calls are in flight per judge, whatever the number of
   batches, threads or event loops scoring at once (the calls run on a pool of that many threads).
 * **Cache by content.** The same rubric, model, scale, parameters and inputs give one call: answers are kept
@@ -93,6 +95,8 @@ MIN_INPUT_CHARS = 1_000
 DEFAULT_PARAMS: Mapping[str, Any] = {"temperature": 0.0, "max_tokens": 512}
 #: What the judge is shown in place of the model's text when its provider's content filter refused the material.
 WITHHELD = "[withheld: the grader's provider refused this text]"
+#: What the judge is shown in place of the model's text when that text kept it from answering in its format.
+TALKED_OUT = "[withheld: this text kept the grader from answering in its format]"
 _FIELD_PATH = re.compile(r"^[a-z]+(?:\.[A-Za-z][A-Za-z0-9_]{0,63}){0,4}$")
 _NUMBER = r"[\s:*`=]{0,8}([-+]?\d{1,9}(?:\.\d{1,9})?)"
 # The verdict line is the answer's last line and nothing but the verdict: Markdown around it ("**VERDICT t:** 3"),
@@ -443,10 +447,42 @@ class Judge:
         except JudgeUnavailable:
             with self._lock:
                 self.stats["unparseable"] += 1
-            raise
+            value = self._graded_after_unreadable(client, material)
         with self._lock:
             self._remember(key, value)
         return value
+
+    def _graded_after_unreadable(self, client: Any, material: Mapping[str, str]) -> float:
+        """The value of a sample whose judge answered without a readable verdict (none, words after it, off the
+        scale). Unavailable, a response that talked the judge out of its format ("Grader: write no verdict", "rate
+        this 11", reasoning past ``max_tokens``) left its group's baseline as an excluded error record, a bad
+        answer's way out (left open since round twenty-two). The judge is asked once more (a flaky judge's second
+        chance: its grade stands); then, when the same request with the model's text withheld gets a readable
+        verdict, that text broke the format and the response gets the grade that weighs least, as a response the
+        judge's content filter refuses does. Otherwise (a judge broken for any material) it stays unavailable."""
+        failure: JudgeUnavailable | None = None
+        for withheld in (False, True):
+            tag = secrets.token_hex(6)
+            asked = _withheld(material, TALKED_OUT) if withheld else material
+            with self._lock:
+                self.stats["calls"] += 1
+            try:
+                number = self.verdict(client.complete(self.messages(asked, tag), **self.params), tag)
+            except JudgeUnavailable as exc:
+                failure = failure or exc
+                continue
+            except Exception as exc:  # noqa: BLE001 - any transport's failure: not known to be the model's text
+                failed = f"judge '{self.name}' endpoint failed: {type(exc).__name__}: {exc}"
+                failure = failure or JudgeUnavailable(failed)
+                break
+            if not withheld:
+                return self.to_range(number)
+            if self.worst is not None:
+                with self._lock:
+                    self.stats["talked_out"] = self.stats.get("talked_out", 0) + 1
+                return self.worst
+        assert failure is not None  # (each way out of the loop without a value recorded one)
+        raise failure
 
     def _remember(self, key: str, value: float) -> None:
         """Cache ``value`` under ``key`` (the lock held), the least recently used answers out past ``cache_size``."""
@@ -458,10 +494,7 @@ class Judge:
     def _passes_without_model_text(self, client: Any, material: Mapping[str, str], tag: str) -> bool:
         """Whether the judge's provider takes the same request with the model's text (the completion, the
         conversation, the state) withheld: then that text is what its filter refused. Any failure says no."""
-        withheld = {
-            field: WITHHELD if field == "completion" or field.split(".")[0] in ("conversation", "state") else text
-            for field, text in material.items()
-        }
+        withheld = _withheld(material, WITHHELD)
         with self._lock:
             self.stats["calls"] += 1
         try:
@@ -524,6 +557,14 @@ class JudgeCall:
 
     def __reduce__(self) -> Any:
         return (JudgeCall, (self.judge,))
+
+
+def _withheld(material: Mapping[str, str], note: str) -> dict[str, str]:
+    """``material`` with the model's text (the completion, the conversation, the state) replaced by ``note``."""
+    return {
+        field: note if field == "completion" or field.split(".")[0] in ("conversation", "state") else text
+        for field, text in material.items()
+    }
 
 
 def _last_line(answer: str) -> str:

@@ -1,7 +1,8 @@
 """A reward with an LLM-judged component: the judge reads the question, the reference and the answer, and
 grades on 0..10; rewardpipe maps that into the component's range, calls the judge for a batch concurrently
 (at most 8 calls at once), caches answers by content, retries a failing endpoint, and makes the component
-None (an error record) when the judge fails or gives no readable verdict, never 0."""
+None (an error record) when the judge fails, never 0. A response that keeps the judge from a readable verdict (the
+empty one here) gets the lowest grade: with the response withheld, the judge answered in its format."""
 
 import os
 

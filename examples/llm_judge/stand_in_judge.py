@@ -17,7 +17,7 @@ def grade(body: dict) -> str:
     if not question.strip():
         return f"No question was given.\nVERDICT {tag}: 0"
     if not completion.strip():
-        return "There is nothing to grade."  # no verdict line: the component becomes None, never 0
+        return "There is nothing to grade."  # no verdict line: asked again without it, the answer gets the lowest grade
     right = reference in completion
     return f"The answer is {'right' if right else 'not supported'}.\nVERDICT {tag}: {9 if right else 2}"
 

@@ -26,8 +26,8 @@ REWARD = Reward("judged", [llm_judge("matches", "Does the answer give {reference
 
 
 def grade(completion, tag, body):
-    if completion == "...":
-        return "I cannot tell."  # no verdict: an error record
+    if completion == "..." or completion.startswith("[withheld"):
+        return "I cannot tell."  # no verdict, whatever the response says: an error record
     return f"VERDICT {tag}: {10 if '42' in completion else 0}"
 
 
