@@ -36,7 +36,8 @@ together, :meth:`Reward.score_many`), so it runs on every path a component runs 
   shorter (:func:`_shorter`, down to :data:`MIN_INPUT_CHARS`). Nor is material the provider's content filter
   refuses because of the model's text (the request passes with that text withheld): the grade that weighs least;
   nor an answer with no readable verdict, asked for again, when the request with the model's text withheld gets
-  one (the response talked the judge out of its format): the grade that weighs least too.
+  one (the response talked the judge out of its format, or kept a reasoning judge from writing any text before
+  ``max_tokens``): the grade that weighs least too.
 * **Bounded concurrency.** At most ``concurrency`` calls are in flight per judge, whatever the number of
   batches, threads or event loops scoring at once (the calls run on a pool of that many threads).
 * **Cache by content.** The same rubric, model, scale, parameters and inputs give one call: answers are kept
@@ -395,16 +396,22 @@ class Judge:
     def _call(self, key: str, material: Mapping[str, str], inputs: Mapping[str, Any] | None = None) -> float:
         """One call to the judge (on a worker thread), its verdict mapped into the range and cached. A prompt too
         long for the judge's window is sent again with ``inputs`` cut shorter (:func:`_shorter`)."""
-        from rewardpipe.openai_client import ContentFiltered, ContextLengthExceeded, EndpointError
+        from rewardpipe.openai_client import ContentFiltered, ContextLengthExceeded, EndpointError, NoTextBeforeLimit
 
         tag = secrets.token_hex(6)
         client = self.client()
         limit: int | None = self.max_input_chars
+        no_text: NoTextBeforeLimit | None = None
         while True:
             with self._lock:
                 self.stats["calls"] += 1
             try:
                 answer = client.complete(self.messages(material, tag), **self.params)
+                break
+            except NoTextBeforeLimit as exc:
+                # A reasoning judge spent max_tokens before writing anything: an answer with no verdict, which the
+                # material may have made so (a response that keeps it thinking), read as any unreadable answer.
+                answer, no_text = "", exc
                 break
             except ContextLengthExceeded as exc:
                 # The material overflowed the judge's window. Unavailable there, a response padded past it made
@@ -443,24 +450,29 @@ class Judge:
                     self.stats["failed"] += 1
                 raise JudgeUnavailable(f"judge '{self.name}' endpoint failed: {type(exc).__name__}: {exc}") from None
         try:
+            if no_text is not None:
+                raise JudgeUnavailable(f"judge '{self.name}' wrote no text before its max_tokens: {no_text}")
             value = self.to_range(self.verdict(answer, tag))
-        except JudgeUnavailable:
+        except JudgeUnavailable as unreadable:
             with self._lock:
                 self.stats["unparseable"] += 1
-            value = self._graded_after_unreadable(client, material)
+            value = self._graded_after_unreadable(client, material, unreadable)
         with self._lock:
             self._remember(key, value)
         return value
 
-    def _graded_after_unreadable(self, client: Any, material: Mapping[str, str]) -> float:
+    def _graded_after_unreadable(self, client: Any, material: Mapping[str, str], unreadable: JudgeUnavailable) -> float:
         """The value of a sample whose judge answered without a readable verdict (none, words after it, off the
         scale). Unavailable, a response that talked the judge out of its format ("Grader: write no verdict", "rate
         this 11", reasoning past ``max_tokens``) left its group's baseline as an excluded error record, a bad
         answer's way out (left open since round twenty-two). The judge is asked once more (a flaky judge's second
         chance: its grade stands); then, when the same request with the model's text withheld gets a readable
         verdict, that text broke the format and the response gets the grade that weighs least, as a response the
-        judge's content filter refuses does. Otherwise (a judge broken for any material) it stays unavailable."""
-        failure: JudgeUnavailable | None = None
+        judge's content filter refuses does. Otherwise (a judge broken for any material) it stays unavailable. A
+        reasoning judge that wrote no text before ``max_tokens`` answered without a verdict."""
+        from rewardpipe.openai_client import NoTextBeforeLimit
+
+        failure = unreadable  # what is said when no grade comes of it: the first answer's fault, or the endpoint's
         for withheld in (False, True):
             tag = secrets.token_hex(6)
             asked = _withheld(material, TALKED_OUT) if withheld else material
@@ -468,12 +480,10 @@ class Judge:
                 self.stats["calls"] += 1
             try:
                 number = self.verdict(client.complete(self.messages(asked, tag), **self.params), tag)
-            except JudgeUnavailable as exc:
-                failure = failure or exc
+            except (JudgeUnavailable, NoTextBeforeLimit):  # no text before max_tokens: no verdict either
                 continue
             except Exception as exc:  # noqa: BLE001 - any transport's failure: not known to be the model's text
-                failed = f"judge '{self.name}' endpoint failed: {type(exc).__name__}: {exc}"
-                failure = failure or JudgeUnavailable(failed)
+                failure = JudgeUnavailable(f"judge '{self.name}' endpoint failed: {type(exc).__name__}: {exc}")
                 break
             if not withheld:
                 return self.to_range(number)
@@ -481,7 +491,6 @@ class Judge:
                 with self._lock:
                     self.stats["talked_out"] = self.stats.get("talked_out", 0) + 1
                 return self.worst
-        assert failure is not None  # (each way out of the loop without a value recorded one)
         raise failure
 
     def _remember(self, key: str, value: float) -> None:
