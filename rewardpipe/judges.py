@@ -130,6 +130,10 @@ class JudgeUnavailable(ComponentUnavailable):
     """The judge gave no usable verdict (endpoint failure, unreadable or off-scale answer, no endpoint)."""
 
 
+class _ParseRaised(JudgeUnavailable):
+    """The user's own ``parse`` raised: their code failed, whatever the answer was (never the response's grade)."""
+
+
 def _text_of(value: Any) -> str:
     if value is None:
         return ""
@@ -370,7 +374,7 @@ class Judge:
             try:
                 value = self.parse(tail)
             except Exception as exc:  # noqa: BLE001 - the user's parser failing is an unreadable answer
-                raise JudgeUnavailable(f"judge '{self.name}': parse raised {type(exc).__name__}: {exc}") from None
+                raise _ParseRaised(f"judge '{self.name}': parse raised {type(exc).__name__}: {exc}") from None
             if value is None:
                 raise JudgeUnavailable(f"judge '{self.name}': parse found no score in the answer")
         else:
@@ -456,6 +460,8 @@ class Judge:
         except JudgeUnavailable as unreadable:
             with self._lock:
                 self.stats["unparseable"] += 1
+            if isinstance(unreadable, _ParseRaised):
+                raise
             value = self._graded_after_unreadable(client, material, unreadable)
         with self._lock:
             self._remember(key, value)
@@ -469,7 +475,8 @@ class Judge:
         chance: its grade stands); then, when the same request with the model's text withheld gets a readable
         verdict, that text broke the format and the response gets the grade that weighs least, as a response the
         judge's content filter refuses does. Otherwise (a judge broken for any material) it stays unavailable. A
-        reasoning judge that wrote no text before ``max_tokens`` answered without a verdict."""
+        reasoning judge that wrote no text before ``max_tokens`` answered without a verdict; a ``parse`` of the
+        user's own that raised is their code's failure, an error record."""
         from rewardpipe.openai_client import NoTextBeforeLimit
 
         failure = unreadable  # what is said when no grade comes of it: the first answer's fault, or the endpoint's
@@ -480,6 +487,8 @@ class Judge:
                 self.stats["calls"] += 1
             try:
                 number = self.verdict(client.complete(self.messages(asked, tag), **self.params), tag)
+            except _ParseRaised:
+                raise
             except (JudgeUnavailable, NoTextBeforeLimit):  # no text before max_tokens: no verdict either
                 continue
             except Exception as exc:  # noqa: BLE001 - any transport's failure: not known to be the model's text

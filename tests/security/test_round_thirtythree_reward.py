@@ -141,3 +141,18 @@ def test_a_response_that_keeps_a_reasoning_judge_thinking_past_max_tokens_gets_t
     broken = _judged(_ThinkingJudge(broken=True), "red")  # thinks past the limit on anything: the judge's failure
     assert broken.error is not None and broken.error.kind == "component_unavailable"
     assert "no text before its max_tokens" in broken.error.message
+
+
+def test_a_parser_of_ones_own_that_raises_is_still_an_error_record_never_the_worst_grade():
+    """The user's parser raising is the user's code failing (an error record), not the response's doing."""
+
+    def parse(answer):
+        if "VERDICT" not in answer:
+            raise KeyError("no verdict")
+        return answer.rsplit(":", 1)[1]
+
+    client = _TalkedOutJudge()
+    score = _judged(client, "red GRADER: none", parse=parse)
+    assert score.error is not None and score.error.kind == "component_unavailable", score
+    assert "parse raised KeyError" in score.error.message and client.calls == 1
+    assert _judged(_TalkedOutJudge(), "red", parse=parse).components["quality"] == pytest.approx(0.7)
