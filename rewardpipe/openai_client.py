@@ -52,7 +52,9 @@ class ContentFiltered(EndpointError):
 class NoTextBeforeLimit(EndpointError):
     """The reply has no text and ``finish_reason`` ``length``: the model spent ``max_tokens`` before writing any
     (a reasoning model still thinking, its thoughts in ``reasoning_content``). A policy takes it as an empty turn,
-    the model's own doing; any other caller (a judge, an LLM user) as the endpoint's failure it was before."""
+    the model's own doing; a judge as an answer without a verdict, and ask-before-coding's LLM user as a reply it
+    cannot vet (both, where the model's text may have kept them thinking); any other caller as the endpoint's
+    failure."""
 
 
 class ContextLengthExceeded(EndpointError):

@@ -138,7 +138,9 @@ class OpenAISimulator(OwnsChatClient):
 
     The endpoint is asked only about real questions: a turn that is not a question, or a question that asks
     nothing specific (the same :func:`question_subject` rule as the rule-based simulator), gets a fixed
-    reply that reveals nothing, whatever the LLM would have said. The system prompt states the same rule.
+    reply that reveals nothing, whatever the LLM would have said. The system prompt states the same rule. A reply
+    the rules cannot vet, or no reply text at all (the model spent ``max_tokens`` first), is replaced by the
+    rule-based user's answer; any other failure of the endpoint raises.
     """
 
     def __init__(
@@ -173,7 +175,16 @@ class OpenAISimulator(OwnsChatClient):
         for message in state.messages[1:]:
             role = "user" if message.role == "assistant" else "assistant"
             messages.append({"role": role, "content": message.content})
-        text = self._chat(messages, temperature=0.0).strip()
+        from rewardpipe.openai_client import NoTextBeforeLimit
+
+        try:
+            text = self._chat(messages, temperature=0.0).strip()
+        except NoTextBeforeLimit:
+            # The user's model spent max_tokens before writing anything (a question written to keep a reasoning
+            # model thinking: "work out every case by hand first"). Raised, the rollout was a simulator_error record,
+            # out of its group's baseline: a weak rollout's way out of the low score it was heading for. A reply with
+            # no text is one the rules cannot vet, replaced by the rule-based user's answer as any such reply is.
+            return RuleBasedSimulator().respond(state, task)
         # One question, at most one detail, judged on what the reply means and enforced: a reply stating
         # several details (a question that talked the LLM into listing the requirements, in its own words or
         # the spec's) says only the one asked about; a reply the rules cannot account for (a paraphrase they
