@@ -24,12 +24,14 @@ together, :meth:`Reward.score_many`), so it runs on every path a component runs 
   fresh for each call and never appears in the material, so a completion that writes "score: 10" or even
   "VERDICT: 10" (or a judge that quotes it) cannot supply the score. The verdict must be the answer's last line
   (a line of Markdown alone after it passed over) and the line nothing but the verdict: a judge the material
-  talked into an early ``VERDICT <tag>: 10``, or into words after it, gave no readable verdict. Parsing is one
+  talked into an early ``VERDICT <tag>: 10``, or into words after it, gave no readable verdict (below: the grade
+  that weighs least, when the judge reads fine without the model's text). Parsing is one
   linear scan of at most :data:`MAX_ANSWER_CHARS` characters. The number must lie on the judge's ``scale``; it is
   mapped linearly into the component's ``range``. ``parse=`` replaces the reader (``parse(answer) -> number on
   the scale``).
 * **Failure is never 0.** An endpoint that fails after its retries, a missing endpoint, a judge giving no readable
-  verdict (none, or off the scale) for any material make the component unavailable with the reason
+  verdict (none, or off the scale) for any material, a ``parse=`` of one's own that raises, make the component
+  unavailable with the reason
   (:class:`~rewardpipe.components.ComponentUnavailable`): the sample is a ``component_unavailable`` error
   record, left out of the group's baseline, never a zero. A prompt too long for the judge's window is not such a
   failure (a response padded past it would leave its group's baseline so): it is sent again with every input cut
