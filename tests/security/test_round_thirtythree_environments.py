@@ -24,7 +24,7 @@ def _task(task_id="abc-001-format-duration"):
 
 def _thinking_user(trigger="work out every case"):
     """An LLM user's chat that a question holding ``trigger`` keeps thinking past its max_tokens (no text at all);
-    it answers anything else with a reply the rules cannot vet (so the rule-based user's answer stands)."""
+    anything else it answers "Hmm."."""
     from rewardpipe.openai_client import NoTextBeforeLimit
 
     calls = []
