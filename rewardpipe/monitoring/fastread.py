@@ -582,10 +582,15 @@ def _parquet_table(files: list[Path], as_codes: tuple[str, ...] = ()) -> Any:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rewardpipe.monitoring.parquet import record_schema
+    from rewardpipe.monitoring.parquet import NONFINITE_COLUMN, record_schema
 
     schema = record_schema()
     tables = [pq.read_table(f, read_dictionary=list(as_codes)) for f in files]
+    where = schema.get_field_index(NONFINITE_COLUMN)
+    for i, table in enumerate(tables):
+        if NONFINITE_COLUMN not in table.schema.names and len(table.schema) == len(schema) - 1:
+            # written before the column: every error's non_finite is unknown (None), as in an older record
+            tables[i] = table.add_column(where, schema.field(where), pa.nulls(table.num_rows, pa.bool_()))
     for f, table in zip(files, tables, strict=True):
         if [(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type) for f in table.schema] != [
             (f.name, f.type) for f in schema
@@ -625,9 +630,11 @@ def parquet_rows(files: list[Path], on_bad: Callable[[Any], None], duplicates: l
 def _record_dict(row: dict[str, Any]) -> dict[str, Any]:
     import json
 
-    kind, message = row.pop("error_kind"), row.pop("error_message")
+    from rewardpipe.monitoring.parquet import NONFINITE_COLUMN
+
+    kind, message, non_finite = row.pop("error_kind"), row.pop("error_message"), row.pop(NONFINITE_COLUMN)
     metrics = row.pop("metrics_json")
-    row["error"] = None if kind is None else {"kind": kind, "message": message or ""}
+    row["error"] = None if kind is None else {"kind": kind, "message": message or "", "non_finite": non_finite}
     row["metrics"] = json.loads(metrics) if metrics else {}
     row["components"] = dict(row["components"] or [])
     row["weights"] = dict(row["weights"] or [])

@@ -18,6 +18,8 @@ from typing import Any
 from rewardpipe.store import encode_id
 
 ROW_GROUP = 100_000
+#: The column of ``ErrorInfo.non_finite``; files written before it lack it, and read as null (see fastread).
+NONFINITE_COLUMN = "error_non_finite"
 
 
 class ParquetUnavailable(RuntimeError):
@@ -46,6 +48,8 @@ def record_schema():
             pa.field("status", pa.string(), nullable=False),
             pa.field("error_kind", pa.string()),
             pa.field("error_message", pa.string()),
+            # ErrorInfo.non_finite (null on other kinds, and absent from files written before it: NONFINITE_COLUMN)
+            pa.field(NONFINITE_COLUMN, pa.bool_()),
             pa.field("aggregate", pa.float64()),
             pa.field("components", pa.map_(pa.string(), pa.float64())),
             pa.field("weights", pa.map_(pa.string(), pa.float64())),
@@ -73,6 +77,7 @@ def _row(record: Any) -> dict[str, Any]:
         "status": data["status"],
         "error_kind": error.get("kind"),
         "error_message": error.get("message"),
+        NONFINITE_COLUMN: error.get("non_finite") if isinstance(error.get("non_finite"), bool) else None,
         "aggregate": _finite(data.get("aggregate")),
         "components": [(k, _finite(v)) for k, v in (data.get("components") or {}).items()],
         "weights": [(k, _finite(v)) for k, v in (data.get("weights") or {}).items()],
