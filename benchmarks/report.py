@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np
 import pandas as pd
 
 from rewardpipe.models import Record
@@ -149,12 +150,16 @@ def pandas_triage(records: list[Record]) -> set[tuple[str, str, str]]:
     out = set()
     grouped = frame.groupby(["task_id", "step", "group_id"])
     for name in COMPONENTS:
-        stats = grouped[name].agg(["min", "max", "count"])
+        stats = grouped[name].agg(["min", "max", "count", lambda s: s.std(ddof=0)])
+        stats.columns = ["min", "max", "count", "std"]
         eligible = stats[stats["count"] >= 2]
-        eligible = eligible.assign(span=eligible["max"] - eligible["min"])
-        per_task = eligible.groupby(level=0).agg(span=("span", "max"), lo=("min", "min"), hi=("max", "max"))
+        magnitude = np.maximum(eligible["min"].abs(), eligible["max"].abs())
+        # the monitor's zero variance (thresholds.zero_variance_bound), written out
+        bound = 1e-6 * np.maximum(1 / abs(WEIGHTS[name]), magnitude)
+        eligible = eligible.assign(alive=(eligible["std"] > bound).astype(int))
+        per_task = eligible.groupby(level=0).agg(alive=("alive", "max"), lo=("min", "min"), hi=("max", "max"))
         lo_all, hi_all = RANGES[name]
-        for task, row in per_task[per_task.span <= 1e-6].iterrows():
+        for task, row in per_task[per_task.alive == 0].iterrows():
             verdict = (
                 "never"
                 if row.lo == lo_all and row.hi == lo_all

@@ -225,18 +225,74 @@ def migrate_legacy_state(store: Any, run_id: str) -> str | None:
 # What a committed step publishes besides its alarms: the verdict JSON and the CloudWatch metrics
 
 
+#: Component names a run's metrics may carry beyond the ones declared (the deployed reward's, the run manifest's):
+#: the first ones in name order. Every name is 3 or 4 custom metrics (ZeroVarianceGroupFraction, WithinGroupStd,
+#: ComponentMean, DeadStreak), each billed by the month: records naming thousands of components (a bad writer, or
+#: anyone who may put objects under the records prefix) made thousands of metrics.
+EXTRA_METRIC_COMPONENTS = 5
+#: The most declared names a run's manifest adds to the deployed reward's (a manifest is an object in the same
+#: bucket); past it they count as undeclared. No stack alarms more (each component is an alarm: see
+#: stacks/constructs/monitoring.py's TEMPLATE_MAX_RESOURCES).
+MANIFEST_METRIC_COMPONENTS = 500
+#: Names listed in a summary's ``metrics_left_out`` (the count says how many in all).
+LEFT_OUT_LISTED = 20
+
+
+class MetricComponents:
+    """Which component names a run's CloudWatch metrics carry: the deployed reward's components
+    (``REWARD_COMPONENTS``), the ones the run's manifest declares (up to MANIFEST_METRIC_COMPONENTS), and up to
+    EXTRA_METRIC_COMPONENTS others found in its records (the first by name, so a run keeps the same ones from
+    step to step). A run's manifest is read once per check."""
+
+    def __init__(self, store: Any, deployed: Any = ()) -> None:
+        self.store = store
+        self.deployed = list(deployed)
+        self._declared: dict[str, set[str]] = {}
+
+    def declared(self, run_id: str) -> set[str]:
+        if run_id not in self._declared:
+            from itertools import islice
+
+            from rewardpipe.monitoring.thresholds import manifest_components
+            from rewardpipe.store import manifest_key
+
+            try:
+                manifest = self.store.get_json(manifest_key(run_id), default=None)
+                named = manifest_components(manifest) if isinstance(manifest, dict) else {}
+            except Exception:  # noqa: BLE001 - an unreadable manifest declares nothing; its run's check reports it
+                named = {}
+            self._declared[run_id] = {*self.deployed, *islice(named, MANIFEST_METRIC_COMPONENTS)}
+        return self._declared[run_id]
+
+    def split(self, run_id: str, names: Any) -> tuple[list[str], list[str]]:
+        """``names`` (found in the run's records) as (given metrics, left out), each in name order."""
+        declared = self.declared(run_id)
+        others = sorted(name for name in set(names) if name not in declared)
+        kept = sorted({name for name in names if name in declared} | set(others[:EXTRA_METRIC_COMPONENTS]))
+        return kept, others[EXTRA_METRIC_COMPONENTS:]
+
+
 class CheckPublisher:
     """The variance check's :class:`rewardpipe.monitoring.StepPublisher`: the verdict object before the
-    commit (idempotent), the metric points kept in the outbox and emitted once by the delivery."""
+    commit (idempotent), the metric points kept in the outbox and emitted once by the delivery. The points are
+    those of :class:`MetricComponents`' names; the names left out are kept in ``left_out`` by (run, step)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, components: MetricComponents | None = None) -> None:
         self.store = store
+        self.components = components or MetricComponents(store)
+        self.left_out: dict[tuple[str, int], list[str]] = {}
 
     def before_commit(self, run_id: str, result: Any) -> list[dict[str, Any]]:
+        from dataclasses import replace
+
         from rewardpipe.aws.metrics import step_points
 
         report = result.steps[0]
         self.store.put_json(verdict_key(run_id, report.step), result.to_dict())
+        kept, left_out = self.components.split(run_id, report.components)
+        if left_out:
+            self.left_out[run_id, report.step] = left_out
+            report = replace(report, components={name: report.components[name] for name in kept})
         return [asdict(point) for point in step_points(report, run_id=run_id)]
 
     def publish(self, run_id: str, entry: Any) -> None:  # noqa: ARG002 - StepPublisher's publish(run_id, entry); the entry carries its points
@@ -245,7 +301,8 @@ class CheckPublisher:
         emit(MetricPoint(**point) for point in entry.metrics)
 
 
-def _summary(run_id: str, result: Any) -> dict[str, Any]:
+def _summary(run_id: str, result: Any, left_out: list[str]) -> dict[str, Any]:
+    """One checked step's summary; ``left_out``: the component names its metrics were not given for."""
     report = result.steps[0]
     summary: dict[str, Any] = {
         "run_id": run_id,
@@ -257,6 +314,8 @@ def _summary(run_id: str, result: Any) -> dict[str, Any]:
         "alarms": [a.to_dict() for a in result.alarms],
         "verdict_key": verdict_key(run_id, report.step),
     }
+    if left_out:
+        summary["metrics_left_out"] = {"count": len(left_out), "components": left_out[:LEFT_OUT_LISTED]}
     if result.already_delivered:
         summary["already_delivered"] = [a.dedupe_key for a in result.already_delivered]
     if result.unreadable:
@@ -281,19 +340,23 @@ def _owed(items: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def streak_points(store: Any, settings: Settings, now: Any = None) -> list[Any]:
+def streak_points(
+    store: Any, settings: Settings, now: Any = None, components: MetricComponents | None = None
+) -> list[Any]:
     """DeadStreak per component and ErrorStreak, without a run dimension, for the alarms: the longest
     current streak among the **active** runs (whose core state a check wrote within the activity
     window). Runs do not mix: each keeps its own streaks (the per-run metrics carry a ``run``
     dimension), and a healthy run checked after a failing one cannot "recover" an alarm while the
     failing one is still running; a run that has stopped drops out after the window. Emitted only by a
-    check that committed a step, so a pause in training sends nothing and the alarms keep their state."""
+    check that committed a step, so a pause in training sends nothing and the alarms keep their state. Each run
+    adds the streaks of its :class:`MetricComponents` names only."""
     from datetime import datetime, timedelta
 
     from rewardpipe.aws.metrics import aggregate_streak_points
     from rewardpipe.monitoring import ERRORS_TARGET, MonitorState, state_key
 
     now = now or datetime.now(UTC)
+    components = components or MetricComponents(store, settings.reward_components)
     window = timedelta(minutes=settings.active_run_minutes)
     longest_dead: dict[str, int] = {}
     longest_errors: int | None = None
@@ -305,11 +368,11 @@ def streak_points(store: Any, settings: Settings, now: Any = None) -> list[Any]:
             state = MonitorState.from_dict(json.loads(response["Body"].read()))
         except Exception:  # noqa: BLE001 - a missing or unusable state is reported by its own run's check
             continue
+        named = {key.split(":", 1)[1]: target for key, target in state.targets.items() if key.startswith("component:")}
+        for name in components.split(run_id, named)[0]:
+            longest_dead[name] = max(longest_dead.get(name, 0), named[name].dead_streak)
         for key, target in state.targets.items():
-            if key.startswith("component:"):
-                name = key.split(":", 1)[1]
-                longest_dead[name] = max(longest_dead.get(name, 0), target.dead_streak)
-            elif key == ERRORS_TARGET:
+            if key == ERRORS_TARGET:
                 longest_errors = max(longest_errors or 0, target.error_streak)
     return aggregate_streak_points(longest_dead, longest_errors)
 
@@ -346,7 +409,8 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
     from rewardpipe.monitoring import SnsAlarmSink, StoreAlarmSink, check_pending, flush_pending, load_state
 
     store = ConditionalStateStore(store or _open_store(settings), upto=request.step)
-    publisher = CheckPublisher(store)
+    components = MetricComponents(store, settings.reward_components)
+    publisher = CheckPublisher(store, components)
     sinks: list[Any] = [StoreAlarmSink(store)]
     if settings.alarm_topic_arn:
         sinks.append(SnsAlarmSink(settings.alarm_topic_arn, client=sns_client or aws_client("sns"), ledger=store))
@@ -375,7 +439,8 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
             )
             for result in check.results:
                 if result.steps:
-                    summaries.append(_summary(run_id, result))
+                    left_out = publisher.left_out.pop((run_id, result.steps[0].step), [])
+                    summaries.append(_summary(run_id, result, left_out))
                 problems[run_id].extend(
                     f"step {result.steps[0].step if result.steps else '?'}: {owed}" for owed in _owed(result.unreadable)
                 )
@@ -392,7 +457,7 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
             if replay is not None:
                 summaries.append(replay)
     if any(not summary["replayed"] for summary in summaries):
-        emit(streak_points(store, settings))
+        emit(streak_points(store, settings, components=components))
     failed = {run: why for run, why in problems.items() if why}
     emit([heartbeat_point(len(runs) - len(failed))])
     if failed:

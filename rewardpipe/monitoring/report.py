@@ -249,7 +249,7 @@ def report_content(
         "alarms": alarms,
         "correlation": {"components": grouped.names, "matrix": within_group_correlation(grouped)},
         "advantage_share": {"run": run_shares},  # per step: series[<component>]["advantage_share"]
-        "task_triage": task_triage(columns, grouped, known_ranges),
+        "task_triage": task_triage(columns, grouped, known_ranges, epsilon=result.thresholds.epsilon),
         "triage_tasks_judged": judged_tasks(columns, grouped),
         "thresholds": result.thresholds.model_dump(mode="json"),
         "warnings": result.warnings,

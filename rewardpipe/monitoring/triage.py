@@ -1,7 +1,9 @@
 """Task triage: which prompts give a component no signal at all.
 
 A (task, component) pair is listed when, in every group of that task with at least two values of the
-component, the component did not vary (max - min <= epsilon): those prompts teach GRPO nothing through it.
+component, the component did not vary: zero variance as the monitor judges it
+(:func:`rewardpipe.monitoring.thresholds.zero_variance_bound`: the group's std against ``epsilon``, scaled by
+the component's weight and the values' magnitude). Those prompts teach GRPO nothing through it.
 ``verdict`` says how: ``never`` (always at the component's minimum — e.g. the tests never pass),
 ``always`` (always at its maximum — saturated), ``constant`` (some other value, or constant inside groups but
 different across them). ``groups`` and ``steps`` count what was seen. Feed the list back to the data loader to
@@ -21,8 +23,11 @@ from typing import Any
 import numpy as np
 
 from rewardpipe.monitoring.columns import Grouped, RunColumns
+from rewardpipe.monitoring.thresholds import zero_variance_bound
 from rewardpipe.store import run_prefix
 
+#: The default ``epsilon`` (the monitor's default, ``Thresholds.epsilon``); also the tolerance by which a quiet task's
+#: values count as one value for its verdict (``never``, ``always``).
 EPSILON = 1e-6
 
 
@@ -31,12 +36,20 @@ def triage_key(run_id: str) -> str:
 
 
 def task_triage(
-    columns: RunColumns, grouped: Grouped, ranges: Mapping[str, tuple[float, float]] | None = None
+    columns: RunColumns,
+    grouped: Grouped,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+    epsilon: float = EPSILON,
+    weights: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
+    """The (task, component) pairs with no signal; ``epsilon`` and ``weights`` (default: the run's, from
+    ``columns``) judge a group's zero variance as the monitor does."""
     names = grouped.names
     if not names or len(grouped.group_codes) == 0:
         return []
     ranges = dict(ranges or {})
+    weights = columns.weights if weights is None else weights
+    spread = _group_std(grouped)
     task_of_group = _task_of_groups(columns, grouped)
     step_of_group = columns.group_steps()[grouped.group_codes]
     task_names = columns.task_names()
@@ -46,7 +59,9 @@ def task_triage(
         count, low, high = grouped.count[:, c], grouped.minimum[:, c], grouped.maximum[:, c]
         seen = count >= 1
         eligible = count >= 2
-        varies = eligible & ((high - low) > EPSILON)
+        with np.errstate(invalid="ignore"):  # NaN where a group has no value: never eligible
+            bound = zero_variance_bound(epsilon, weights.get(name, 1.0), np.maximum(np.abs(low), np.abs(high)))
+            varies = eligible & (spread[:, c] > bound)
         per_task_varies = np.bincount(task_of_group, weights=varies, minlength=tasks) > 0
         per_task_eligible = np.bincount(task_of_group, weights=eligible, minlength=tasks)
         per_task_groups = np.bincount(task_of_group, weights=seen, minlength=tasks)
@@ -79,6 +94,21 @@ def task_triage(
             )
     entries.sort(key=lambda e: (e["task_id"], e["component"]))
     return entries
+
+
+def _group_std(grouped: Grouped) -> np.ndarray:
+    """G × C population std of each group's values (0 where it has fewer than two), as the monitor's figures."""
+    if not len(grouped.x):
+        return np.zeros_like(grouped.count)
+    groups = len(grouped.group_codes)
+    deviation = grouped.x - grouped.mean[grouped.group_of_row]
+    squares = np.where(np.isnan(deviation), 0.0, deviation * deviation)
+    total = np.stack(
+        [np.bincount(grouped.group_of_row, weights=squares[:, c], minlength=groups) for c in range(squares.shape[1])],
+        axis=1,
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(grouped.count >= 2, np.sqrt(total / grouped.count), 0.0)
 
 
 def judged_tasks(columns: RunColumns, grouped: Grouped) -> int:

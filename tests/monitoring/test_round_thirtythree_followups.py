@@ -81,3 +81,113 @@ def test_a_file_written_before_the_column_still_reads(tmp_path):
     both = fastread.read_parquet_batch([old_file, path])
     assert both is not None and len(both) == 8
     assert [both.load(n).error.non_finite if both.load(n).error else "-" for n in (1, 5)] == [None, True]
+
+
+# -- 2. CloudWatch metrics only for the run's declared components, plus a few others ------------------------------
+
+JUNK = [f"junk{i:03d}" for i in range(40)]
+
+
+def _records(values_of, weights, run="r1", steps=2, groups=3, k=4):
+    """``steps`` steps of ``groups`` groups of ``k`` scored records; rollout ``i``'s components are ``values_of(i)``."""
+    return [
+        Record.model_validate(
+            record(
+                run,
+                step,
+                f"s{step}-g{group}",
+                f"s{step}-g{group}-{i}",
+                components=values_of(i),
+                weights=weights,
+                aggregate=sum(weights[name] * value for name, value in values_of(i).items()),
+            )
+        )
+        for step in range(steps)
+        for group in range(groups)
+        for i in range(k)
+    ]
+
+
+def _wide_records(run):
+    """A run whose records name its declared components and 40 more (a bad writer), every one varying."""
+    names = ["correctness", "style", *JUNK]
+    return _records(
+        lambda i: {name: float((i + n) % 3) for n, name in enumerate(names)}, dict.fromkeys(names, 1.0), run
+    )
+
+
+def _emf(stdout):
+    import json
+
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith('{"_aws"')]
+
+
+def test_metrics_are_emitted_for_declared_components_and_a_few_others(monkeypatch, capsys):
+    import boto3
+    from moto import mock_aws
+
+    from rewardpipe.aws.monitoring import EXTRA_METRIC_COMPONENTS, CheckRequest, run_check
+    from rewardpipe.aws.settings import Settings
+    from rewardpipe.store import S3Store, manifest_key
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="records")
+        store = S3Store("records", client=s3)
+        for rec in _wide_records("wide"):
+            store.put_record(rec)
+        # the run's manifest declares "style" besides the deployed reward's "correctness"
+        store.put_json(manifest_key("wide"), {"components": {"style": {"range": [0, 2], "role": "shaping"}}})
+        deployed = {"correctness": {"range": [0, 2], "role": "outcome", "weight": 1.0}}
+        settings = Settings(bucket="records", reward_components=deployed)
+        capsys.readouterr()
+        out = run_check(CheckRequest(run_id="wide", step=1), settings, store=store)
+    docs = _emf(capsys.readouterr().out)
+    named = {d["component"] for d in docs if "component" in d}
+    extras = sorted(JUNK)[:EXTRA_METRIC_COMPONENTS]
+    assert named == {"correctness", "style", *extras}
+    # per run and for the alarms alike: no DeadStreak of a name left out
+    alarmed = {d["component"] for d in docs if "DeadStreak" in d and "run" not in d}
+    assert alarmed == named
+    assert [s["step"] for s in out["results"]] == [0, 1]
+    for summary in out["results"]:
+        left_out = summary["metrics_left_out"]
+        assert left_out["count"] == len(JUNK) - EXTRA_METRIC_COMPONENTS
+        assert left_out["components"] == sorted(JUNK)[EXTRA_METRIC_COMPONENTS:][:20]
+        # the verdicts themselves still judge every component
+        assert set(summary["verdicts"]) == {"correctness", "style", *JUNK}
+
+
+# -- 3. triage judges zero variance as the monitor does -----------------------------------------------------------
+
+
+def _scaled_records():
+    """One task; ``tiny`` spreads 1e-8 under weight 1e8 (a whole reward unit: alive), ``huge`` spreads 1e-3 on
+    values near 1e6 (relative noise of 1e-9: dead), ``plain`` is constant (dead)."""
+    return _records(
+        lambda i: {"tiny": 1e-8 * (i % 2), "huge": 1e6 + 1e-3 * (i % 2), "plain": 0.5},
+        {"tiny": 1e8, "huge": 1.0, "plain": 1.0},
+    )
+
+
+def test_triage_calls_dead_what_the_monitor_calls_dead():
+    from rewardpipe.monitoring.report import build_report
+
+    report = build_report(_scaled_records())
+    fraction = {
+        name: [v for v in report["series"][name]["zero_variance_share"] if v is not None]
+        for name in ("tiny", "huge", "plain")
+    }
+    assert fraction == {"tiny": [0.0, 0.0], "huge": [1.0, 1.0], "plain": [1.0, 1.0]}
+    triaged = {e["component"] for e in report["task_triage"]}
+    assert triaged == {"huge", "plain"}  # dead for the monitor in every group of the task, and only those
+
+
+def test_triage_follows_the_monitors_epsilon():
+    from rewardpipe.monitoring.report import build_report
+    from rewardpipe.monitoring.thresholds import Thresholds
+
+    report = build_report(_scaled_records(), Thresholds(epsilon=0.0))
+    assert report["task_triage"] == [e for e in report["task_triage"] if e["component"] == "plain"]
+    assert {e["component"] for e in report["task_triage"]} == {"plain"}
