@@ -21,6 +21,10 @@ AlarmKind = Literal["dead_component", "dying_component", "error_rate", "recovere
 ERRORS_TARGET = "errors"
 #: ``component`` of alarms about the weighted total reward.
 AGGREGATE_TARGET = "aggregate"
+#: Names no component may have: an alarm's ``component`` (its key, its stored object, its SNS dedupe key, its
+#: examples, ``--ignore``) could not tell the two apart. A reward refuses them when it is defined
+#: (``rewardpipe.components.RESERVED_NAMES``, the same set); the monitor refuses records that use one.
+RESERVED_COMPONENT_NAMES = frozenset({AGGREGATE_TARGET, ERRORS_TARGET})
 
 
 @dataclass

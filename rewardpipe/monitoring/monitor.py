@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from rewardpipe.models import Record
 from rewardpipe.monitoring.alarms import (
     AGGREGATE_TARGET,
+    RESERVED_COMPONENT_NAMES,
     Alarm,
     AlarmSink,
     Delivery,
@@ -138,6 +139,14 @@ def judge(
     """Verdicts, hysteresis and alarms for every step of ``accs``, in step order (a component short of groups
     at a step is judged over the consecutive small steps: :mod:`.pooling`)."""
     th = thresholds or Thresholds()
+    for step in sorted(accs):
+        reserved = RESERVED_COMPONENT_NAMES.intersection(accs[step].component_names())
+        if reserved:
+            raise MonitorInputError(
+                f"records of step {step} name a component {', '.join(map(repr, sorted(reserved)))}: the name of the "
+                f"monitor's own alarms on the aggregate reward and on errors, which a component's alarms would be "
+                f"mistaken for (a reward refuses it when it is defined); rename the component in the records' writer"
+            )
     if previous_state is None:
         state = MonitorState()
     elif isinstance(previous_state, MonitorState):

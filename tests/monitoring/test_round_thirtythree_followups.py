@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 import rewardpipe.monitoring.fastread as fastread
 from rewardpipe.models import Record
@@ -191,3 +192,40 @@ def test_triage_follows_the_monitors_epsilon():
     report = build_report(_scaled_records(), Thresholds(epsilon=0.0))
     assert report["task_triage"] == [e for e in report["task_triage"] if e["component"] == "plain"]
     assert {e["component"] for e in report["task_triage"]} == {"plain"}
+
+
+# -- 4. a component named "aggregate" (or "errors") ----------------------------------------------------------------
+
+
+def test_a_reward_cannot_name_a_component_like_the_monitors_own_targets():
+    from rewardpipe.components import RESERVED_NAMES, ComponentDefinitionError, check_name
+    from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, ERRORS_TARGET, RESERVED_COMPONENT_NAMES
+
+    assert RESERVED_COMPONENT_NAMES == RESERVED_NAMES == {AGGREGATE_TARGET, ERRORS_TARGET}
+    for name in RESERVED_NAMES:
+        with pytest.raises(ComponentDefinitionError, match="reserved"):
+            check_name(name)
+
+
+@pytest.mark.parametrize("reserved", ["aggregate", "errors"])
+def test_records_naming_a_reserved_component_are_one_clear_error_not_a_mistaken_alarm(tmp_path, monkeypatch, reserved):
+    import json
+
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+    from rewardpipe.monitoring import MonitorInputError, monitor_records
+
+    # the component is constant (dead) and so is the aggregate: two alarms that shared one name and one dedupe key
+    records = _records(lambda i: {reserved: 0.5, "x": 0.3}, {reserved: 1.0, "x": 1.0})
+    with pytest.raises(MonitorInputError, match=f"'{reserved}'"):
+        monitor_records(records)
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(r.model_dump_json(by_alias=True) + "\n" for r in records))
+    for fast in (True, False):
+        if not fast:
+            monkeypatch.setattr(fastread, "read_jsonl_batch", lambda path: None)
+        result = CliRunner().invoke(app, ["monitor", str(path), "--json"])
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert f"'{reserved}'" in result.stderr and "rename the component" in result.stderr
+        assert not json.loads(result.stdout or "null")
