@@ -274,6 +274,100 @@ class ResourceCountValidation:
         ]
 
 
+#: CloudWatch's dashboard quotas ("Dashboards" in https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/
+#: cloudwatch_limits.html): the metrics one widget may graph, and the metrics of a whole dashboard across its widgets
+#: (metrics read by metric math included). The page has given 100 and 500, and later 500 and 2,500; the lower pair
+#: is kept, so the dashboard deploys under either. A dashboard over them is refused at deploy time.
+DASHBOARD_WIDGET_METRICS = 100
+DASHBOARD_METRICS = 500
+#: The per-component graphs: std, zero-variance fraction, mean, dead streak (one metric per component each).
+COMPONENT_GRAPHS = 4
+#: Components named in the note of those the dashboard leaves out.
+DASHBOARD_LEFT_OUT_NAMED = 20
+
+
+def _graphs(title: str, metrics: list[cw.IMetric], width: int, **props: Any) -> list[cw.GraphWidget]:
+    """``metrics`` as graphs of at most DASHBOARD_WIDGET_METRICS each (titled "(2 of 3)" when split)."""
+    chunks = [metrics[i : i + DASHBOARD_WIDGET_METRICS] for i in range(0, len(metrics), DASHBOARD_WIDGET_METRICS)]
+    return [
+        cw.GraphWidget(
+            title=title if len(chunks) == 1 else f"{title} ({n} of {len(chunks)})", width=width, left=chunk, **props
+        )
+        for n, chunk in enumerate(chunks or [[]], 1)
+    ]
+
+
+def add_dashboard_graphs(
+    dashboard: cw.Dashboard, components: list[str], period: Duration, alarms_cfg: Any, runner_duration: cw.IMetric
+) -> list[str]:
+    """The dashboard's graphs: per component (split into graphs of DASHBOARD_WIDGET_METRICS), the error rate and
+    streak, and the execution latency; the components past what DASHBOARD_METRICS leaves room for are not graphed,
+    and a note says which (their alarms and metrics are unchanged). Returns the components left out."""
+    latency = [
+        _metric(EXECUTION_MS, Duration.minutes(5), stat, route=route)
+        for route in ("lambda", "fargate")
+        for stat in ("p50", "p99")
+    ]
+    fixed = [_metric(ERROR_RATE, period), _metric(ERROR_STREAK, period), *latency, runner_duration]
+    room = max(0, (DASHBOARD_METRICS - len(fixed)) // COMPONENT_GRAPHS)
+    shown, left_out = components[:room], components[room:]
+    dashboard.add_widgets(
+        *_graphs(
+            "Within-group std by component",
+            [_metric(WITHIN_GROUP_STD, period, "Average", component=c) for c in shown],
+            12,
+        ),
+        *_graphs(
+            "Zero-variance group fraction by component",
+            [_metric(ZERO_VARIANCE, period, component=c) for c in shown],
+            12,
+            left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.zero_variance_fraction, label="dead")],
+            left_y_axis=cw.YAxisProps(min=0, max=1),
+        ),
+    )
+    dashboard.add_widgets(
+        *_graphs("Component mean", [_metric(COMPONENT_MEAN, period, "Average", component=c) for c in shown], 8),
+        cw.GraphWidget(
+            title="Error rate (error records / rollouts)",
+            width=8,
+            left=[fixed[0]],
+            left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.error_rate, label="alarm")],
+        ),
+        cw.GraphWidget(title="Execution latency (ms)", width=8, left=latency, right=[runner_duration]),
+    )
+    dashboard.add_widgets(
+        *_graphs(
+            "Dead streak (consecutive dead checked steps) by component",
+            [_metric(DEAD_STREAK, period, component=c) for c in shown],
+            16,
+            left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.dead_steps, label="alarm")],
+        ),
+        cw.GraphWidget(
+            title="Error streak (consecutive checked steps with too many errors)",
+            width=8,
+            left=[fixed[1]],
+            left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.error_steps, label="alarm")],
+        ),
+    )
+    if left_out:
+        named = ", ".join(left_out[:DASHBOARD_LEFT_OUT_NAMED])
+        more = (
+            f" and {len(left_out) - DASHBOARD_LEFT_OUT_NAMED} more" if len(left_out) > DASHBOARD_LEFT_OUT_NAMED else ""
+        )
+        dashboard.add_widgets(
+            cw.TextWidget(
+                width=24,
+                height=2,
+                markdown=(
+                    f"{len(left_out)} of the reward's {len(components)} components are not graphed here "
+                    f"(CloudWatch graphs at most {DASHBOARD_METRICS} metrics a dashboard): {named}{more}. "
+                    "Their metrics and dead-component alarms are as for the others."
+                ),
+            )
+        )
+    return left_out
+
+
 class Monitoring(Construct):
     def __init__(
         self,
@@ -515,57 +609,12 @@ class Monitoring(Construct):
 
         # Dashboards are global to the account: the region keeps two regions' stacks of one name apart.
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{stack_name(self)}-{Aws.REGION}-rewards")
-        self.dashboard.add_widgets(
-            cw.GraphWidget(
-                title="Within-group std by component",
-                width=12,
-                left=[_metric(WITHIN_GROUP_STD, period, "Average", component=c) for c in components],
-            ),
-            cw.GraphWidget(
-                title="Zero-variance group fraction by component",
-                width=12,
-                left=[_metric(ZERO_VARIANCE, period, component=c) for c in components],
-                left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.zero_variance_fraction, label="dead")],
-                left_y_axis=cw.YAxisProps(min=0, max=1),
-            ),
-        )
-        self.dashboard.add_widgets(
-            cw.GraphWidget(
-                title="Component mean",
-                width=8,
-                left=[_metric(COMPONENT_MEAN, period, "Average", component=c) for c in components],
-            ),
-            cw.GraphWidget(
-                title="Error rate (error records / rollouts)",
-                width=8,
-                left=[_metric(ERROR_RATE, period)],
-                left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.error_rate, label="alarm")],
-            ),
-            cw.GraphWidget(
-                title="Execution latency (ms)",
-                width=8,
-                left=[
-                    _metric(EXECUTION_MS, Duration.minutes(5), "p50", route="lambda"),
-                    _metric(EXECUTION_MS, Duration.minutes(5), "p99", route="lambda"),
-                    _metric(EXECUTION_MS, Duration.minutes(5), "p50", route="fargate"),
-                    _metric(EXECUTION_MS, Duration.minutes(5), "p99", route="fargate"),
-                ],
-                right=[runner.function.metric_duration(statistic="p99", period=Duration.minutes(5))],
-            ),
-        )
-        self.dashboard.add_widgets(
-            cw.GraphWidget(
-                title="Dead streak (consecutive dead checked steps) by component",
-                width=16,
-                left=[_metric(DEAD_STREAK, period, component=c) for c in components],
-                left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.dead_steps, label="alarm")],
-            ),
-            cw.GraphWidget(
-                title="Error streak (consecutive checked steps with too many errors)",
-                width=8,
-                left=[_metric(ERROR_STREAK, period)],
-                left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.error_steps, label="alarm")],
-            ),
+        add_dashboard_graphs(
+            self.dashboard,
+            components,
+            period,
+            alarms_cfg,
+            runner_duration=runner.function.metric_duration(statistic="p99", period=Duration.minutes(5)),
         )
         self.dashboard.add_widgets(
             cw.AlarmStatusWidget(
