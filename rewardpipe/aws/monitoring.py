@@ -316,6 +316,10 @@ def _summary(run_id: str, result: Any, left_out: list[str]) -> dict[str, Any]:
     }
     if left_out:
         summary["metrics_left_out"] = {"count": len(left_out), "components": left_out[:LEFT_OUT_LISTED]}
+        # in the function's log too: a scheduled check's result is read by nobody
+        message = "components not declared by the reward or the run's manifest: no CloudWatch metrics sent for them"
+        log = {"level": "WARNING", "message": message, "run_id": run_id, "step": report.step}
+        print(json.dumps({**log, "metrics_left_out": summary["metrics_left_out"]}))
     if result.already_delivered:
         summary["already_delivered"] = [a.dedupe_key for a in result.already_delivered]
     if result.unreadable:

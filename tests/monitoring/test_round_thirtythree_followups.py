@@ -4,6 +4,8 @@ component named ``aggregate``."""
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -118,8 +120,6 @@ def _wide_records(run):
 
 
 def _emf(stdout):
-    import json
-
     return [json.loads(line) for line in stdout.splitlines() if line.startswith('{"_aws"')]
 
 
@@ -144,7 +144,11 @@ def test_metrics_are_emitted_for_declared_components_and_a_few_others(monkeypatc
         settings = Settings(bucket="records", reward_components=deployed)
         capsys.readouterr()
         out = run_check(CheckRequest(run_id="wide", step=1), settings, store=store)
-    docs = _emf(capsys.readouterr().out)
+    printed = capsys.readouterr().out
+    docs = _emf(printed)
+    # said in the function's log as well (a scheduled check's result is read by nobody)
+    warnings = [json.loads(line) for line in printed.splitlines() if line.startswith('{"level": "WARNING"')]
+    assert [(w["step"], w["metrics_left_out"]["count"]) for w in warnings] == [(0, 35), (1, 35)]
     named = {d["component"] for d in docs if "component" in d}
     extras = sorted(JUNK)[:EXTRA_METRIC_COMPONENTS]
     assert named == {"correctness", "style", *extras}
@@ -209,8 +213,6 @@ def test_a_reward_cannot_name_a_component_like_the_monitors_own_targets():
 
 @pytest.mark.parametrize("reserved", ["aggregate", "errors"])
 def test_records_naming_a_reserved_component_are_one_clear_error_not_a_mistaken_alarm(tmp_path, monkeypatch, reserved):
-    import json
-
     from typer.testing import CliRunner
 
     from rewardpipe.cli import app
