@@ -272,6 +272,12 @@ class MetricComponents:
         return kept, others[EXTRA_METRIC_COMPONENTS:]
 
 
+def deployed_components(settings: Settings) -> list[str]:
+    """The deployed reward's component names: REWARD_COMPONENTS, and the names REWARD_WEIGHTS weighs (a deployment
+    synthesized before REWARD_COMPONENTS has only these)."""
+    return list(dict.fromkeys([*settings.reward_components, *settings.reward_weights]))
+
+
 class CheckPublisher:
     """The variance check's :class:`rewardpipe.monitoring.StepPublisher`: the verdict object before the
     commit (idempotent), the metric points kept in the outbox and emitted once by the delivery. The points are
@@ -360,7 +366,7 @@ def streak_points(
     from rewardpipe.monitoring import ERRORS_TARGET, MonitorState, state_key
 
     now = now or datetime.now(UTC)
-    components = components or MetricComponents(store, settings.reward_components)
+    components = components or MetricComponents(store, deployed_components(settings))
     window = timedelta(minutes=settings.active_run_minutes)
     longest_dead: dict[str, int] = {}
     longest_errors: int | None = None
@@ -413,7 +419,7 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
     from rewardpipe.monitoring import SnsAlarmSink, StoreAlarmSink, check_pending, flush_pending, load_state
 
     store = ConditionalStateStore(store or _open_store(settings), upto=request.step)
-    components = MetricComponents(store, settings.reward_components)
+    components = MetricComponents(store, deployed_components(settings))
     publisher = CheckPublisher(store, components)
     sinks: list[Any] = [StoreAlarmSink(store)]
     if settings.alarm_topic_arn:

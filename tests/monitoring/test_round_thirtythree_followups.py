@@ -141,25 +141,27 @@ def test_metrics_are_emitted_for_declared_components_and_a_few_others(monkeypatc
         # the run's manifest declares "style" besides the deployed reward's "correctness"
         store.put_json(manifest_key("wide"), {"components": {"style": {"range": [0, 2], "role": "shaping"}}})
         deployed = {"correctness": {"range": [0, 2], "role": "outcome", "weight": 1.0}}
-        settings = Settings(bucket="records", reward_components=deployed)
+        # a deployment synthesized before REWARD_COMPONENTS names its reward's components by REWARD_WEIGHTS only
+        settings = Settings(bucket="records", reward_components=deployed, reward_weights={"junk039": 1.0})
         capsys.readouterr()
         out = run_check(CheckRequest(run_id="wide", step=1), settings, store=store)
     printed = capsys.readouterr().out
     docs = _emf(printed)
     # said in the function's log as well (a scheduled check's result is read by nobody)
     warnings = [json.loads(line) for line in printed.splitlines() if line.startswith('{"level": "WARNING"')]
-    assert [(w["step"], w["metrics_left_out"]["count"]) for w in warnings] == [(0, 35), (1, 35)]
+    assert [(w["step"], w["metrics_left_out"]["count"]) for w in warnings] == [(0, 34), (1, 34)]
     named = {d["component"] for d in docs if "component" in d}
-    extras = sorted(JUNK)[:EXTRA_METRIC_COMPONENTS]
-    assert named == {"correctness", "style", *extras}
+    undeclared = sorted(JUNK)[:-1]
+    extras = undeclared[:EXTRA_METRIC_COMPONENTS]
+    assert named == {"correctness", "style", "junk039", *extras}
     # per run and for the alarms alike: no DeadStreak of a name left out
     alarmed = {d["component"] for d in docs if "DeadStreak" in d and "run" not in d}
     assert alarmed == named
     assert [s["step"] for s in out["results"]] == [0, 1]
     for summary in out["results"]:
         left_out = summary["metrics_left_out"]
-        assert left_out["count"] == len(JUNK) - EXTRA_METRIC_COMPONENTS
-        assert left_out["components"] == sorted(JUNK)[EXTRA_METRIC_COMPONENTS:][:20]
+        assert left_out["count"] == len(undeclared) - EXTRA_METRIC_COMPONENTS
+        assert left_out["components"] == undeclared[EXTRA_METRIC_COMPONENTS:][:20]
         # the verdicts themselves still judge every component
         assert set(summary["verdicts"]) == {"correctness", "style", *JUNK}
 
