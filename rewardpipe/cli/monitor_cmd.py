@@ -390,7 +390,7 @@ def monitor(
         fail(f"{path}: {exc}")
     except (StoreError, OSError, UnicodeDecodeError) as exc:
         fail(f"cannot read {path}: {exc}")
-    result.unreadable = [b.to_dict() for b in bad]
+    result.unreadable = [b.to_dict() for b in bad] + result.unreadable  # (+ what the monitor itself left out)
     if duplicates:
         where = "row" if source.parquet else "line"
         note(

@@ -139,13 +139,22 @@ def judge(
     """Verdicts, hysteresis and alarms for every step of ``accs``, in step order (a component short of groups
     at a step is judged over the consecutive small steps: :mod:`.pooling`)."""
     th = thresholds or Thresholds()
+    bad = list(bad)
     for step in sorted(accs):
-        reserved = RESERVED_COMPONENT_NAMES.intersection(accs[step].component_names())
+        # Named as the monitor's own alarms on the aggregate reward and on errors, a component's alarms would be
+        # mistaken for them (one silencing the other). A reward refuses such a name when it is defined; records of
+        # another writer that use one have that component left out of the step, said here, and the rest judged:
+        # one writer's mistake never stops the run's check.
+        reserved = sorted(RESERVED_COMPONENT_NAMES.intersection(accs[step].component_names()))
         if reserved:
-            raise MonitorInputError(
-                f"records of step {step} name a component {', '.join(map(repr, sorted(reserved)))}: the name of the "
-                f"monitor's own alarms on the aggregate reward and on errors, which a component's alarms would be "
-                f"mistaken for (a reward refuses it when it is defined); rename the component in the records' writer"
+            accs[step].drop_components(reserved)
+            bad.append(
+                BadObject(
+                    f"step {step}",
+                    f"records name a component {', '.join(map(repr, reserved))}, the name of the monitor's own alarms "
+                    f"on the aggregate reward and on errors: left out of the step (a reward refuses the name when it "
+                    f"is defined); rename the component in the records' writer",
+                )
             )
     if previous_state is None:
         state = MonitorState()

@@ -150,6 +150,17 @@ class StepAcc:
         self.set_aside: list[dict[str, Any]] = []
         self.set_aside_records = 0
 
+    def drop_components(self, names: list[str]) -> None:
+        """Leave ``names`` out of this step (before :meth:`freeze` or after): no figure, verdict or alarm of theirs."""
+        for name in names:
+            self.table.pop(name, None)
+            self.missing.pop(name, None)
+            self.non_finite.pop(name, None)
+            self.weights.pop(name, None)
+            for group in self.groups.values():
+                if isinstance(group, dict):
+                    group.pop(name, None)
+
     def rollout_counts(self) -> np.ndarray:
         """Scored rollouts of every group, in group order. An accumulator filled without them (by hand) falls back
         on the most values any component (or the aggregate) has in the group."""
