@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import builtins
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from rewardpipe.execution.runtime.harness import is_test_method, parse_python
 
@@ -287,14 +287,18 @@ _MEASURING_CALLS = {
 _CPU_CLOCK_NAMES = {"CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID"}
 
 
+def _resolved_calls(tree: ast.Module) -> Iterator[tuple[ast.Call, str, dict[str, str]]]:
+    """Each call in the tests, with the dotted name it calls (import aliases resolved) and those aliases."""
+    aliases = _import_aliases(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            yield node, _resolved(_dotted(node.func), aliases), aliases
+
+
 def measurement_findings(tree: ast.Module) -> list[str]:
     """Tests that measure the code they call from their own process (CPU time, allocations, calls)."""
     found = []
-    aliases = _import_aliases(tree)
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        dotted = _resolved(_dotted(node.func), aliases)
+    for node, dotted, aliases in _resolved_calls(tree):
         what = next((text for name, text in _MEASURING_CALLS.items() if dotted == name), None)
         if what is None and dotted in ("time.clock_gettime", "time.clock_gettime_ns") and node.args:
             clock = _resolved(_dotted(node.args[0]), aliases)
@@ -360,6 +364,46 @@ _SOURCE_READERS = {
     "dis.code_info",
     "dis.show_code",
 }
+
+
+# Runners of text (round thirty-three): the hidden tests run in the trusted runner, so text they did not write
+# themselves (what the model's code returned, printed or documented) is never compiled there: it could forge
+# the verdict.
+_TEXT_RUNNERS = {"eval", "exec", "compile", "builtins.eval", "builtins.exec", "builtins.compile", "marshal.loads"}
+_DOCTEST_RUNNERS = {
+    "doctest.testmod",
+    "doctest.run_docstring_examples",
+    "doctest.DocTestSuite",
+    "doctest.DocTestFinder",
+}
+_UNPICKLERS = {"pickle.loads", "pickle.load", "pickle.Unpickler"}
+
+
+def text_run_findings(tree: ast.Module) -> list[str]:
+    found = []
+    for node, dotted, aliases in _resolved_calls(tree):
+        first = node.args[0] if node.args else None
+        if (
+            dotted in _TEXT_RUNNERS
+            and first is not None
+            and not (isinstance(first, ast.Constant) and isinstance(first.value, (str, bytes)))
+        ):
+            what = f"{dotted} of text the tests do not spell ({ast.unparse(first)[:60]})"
+        elif dotted in _DOCTEST_RUNNERS:
+            what = f"{dotted}, which compiles the examples of docstrings"
+        elif dotted in _UNPICKLERS and not (  # (a round trip of the tests' own pickle: see split_trust_findings)
+            isinstance(first, ast.Call) and _resolved(_dotted(first.func), aliases) == "pickle.dumps"
+        ):
+            what = f"{dotted}, which may only rebuild plain values and the tests' own classes there"
+        else:
+            continue
+        found.append(
+            f"tests line {node.lineno}: the test runs {what} in the trusted runner under split trust, where text the "
+            "model's code chose could forge the verdict: compiling text the tests do not spell as a literal is an "
+            "error naming the in-process fallback, and an unpickled global of another kind fails the test; compare "
+            "values (ast.literal_eval for text), or set trust_mode='inprocess' (weaker)"
+        )
+    return found
 
 
 def _iterator_of(node: ast.AST) -> ast.AST | None:
@@ -1650,6 +1694,7 @@ def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "u
         + model_coroutine_findings(tree, model)
         + model_source_findings(tree, model)
         + own_iterator_findings(tree, model)
+        + text_run_findings(tree)
         if trust_mode == "split"
         else []
     )

@@ -122,6 +122,7 @@ class Connection:
         self.lock = threading.RLock()
         self.tests_async = False  # the hidden tests use async/await or asyncio (see Remote._drive_coroutine)
         self.tests_source = ""  # the hidden tests' source (see _names_used_as_exceptions)
+        self.tests_texts: frozenset | None = None  # the text literals in it, once asked for (see _tests_own_text)
         # Handles of the ``send`` and ``throw`` the tests read off the model's objects (bounded): the end of a
         # generator they drive is StopIteration, with its value, as in one process (round twelve). Known from what
         # the tests did, never from what the model's process says the object is.
@@ -1972,6 +1973,112 @@ class _ModelModuleGuard:
         raise ModuleNotFoundError(message, name=name)
 
 
+# Round thirty-three: text run in this runner. The hidden tests run here, beside unittest and the verdict, so text
+# the model's code chose must never be compiled and run here: tests that ``eval(repr(p))`` (a common check of a
+# ``__repr__``), ``exec`` or ``pickle.loads`` what the model's code returned ran its text in the trusted process, where
+# a wrong answer's ``__repr__`` replaced unittest's result methods: it **passed**, and so did every later job of that
+# runner (any task's, any answer) until it was recycled. An audit hook watches compilation and unpickling while a job
+# runs. Text the tests' own source spells (``eval("2 + 3")``), the standard library's generated code (imports,
+# dataclasses, namedtuples, mock's autospec) and parsing alone (``ast``) compile as before; any other text is refused,
+# a loud ``error`` naming the in-process fallback (the tests' shape, whatever the answer); an unpickled global that is
+# no plain value class (nor one of the tests' own classes) is refused as the model's failure (the pickle is its output).
+_TEXT_RUN_EVENTS = frozenset({"compile", "marshal.loads", "pickle.find_class"})
+# (the standard library's code that compiles text it makes itself: from identifiers it checks, mock's autospec
+# function, or a built-in's text signature, inspect's)
+_CODE_MAKERS = frozenset(
+    {
+        "importlib._bootstrap",
+        "importlib._bootstrap_external",
+        "dataclasses",
+        "collections",
+        "ast",
+        "unittest.mock",
+        "inspect",
+    }
+)
+_TESTS_MODULE = "hidden_tests"
+_UNPICKLABLE_BUILTINS = frozenset(
+    ("builtins", cls.__name__)
+    for cls in (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset, bool, slice, range)
+)
+_UNPICKLABLE = _UNPICKLABLE_BUILTINS | {("builtins", "object"), ("copyreg", "_reconstructor"), ("_codecs", "encode")}
+_TEXT_RUN_REFUSED = (
+    "the hidden tests compile or run text that is not their own (eval, exec or compile of a value, doctest, ...) in "
+    "the trusted runner, where text the model's code chose could forge the verdict"
+)
+
+
+def _guard_text_runs(event: str, args: tuple) -> None:
+    if event not in _TEXT_RUN_EVENTS:
+        return
+    conn = _ACTIVE[0]
+    if conn is None:  # (between jobs: the runner's own work)
+        return
+    if event == "pickle.find_class":
+        if not _unpicklable(*args):
+            raise _pickle_error(f"the hidden tests unpickle {args[0]}.{args[1]}, which the trusted runner refuses")
+        return
+    frame = sys._getframe(1)
+    maker = frame.f_globals.get("__name__")
+    if maker in _CODE_MAKERS:
+        return
+    if event == "compile" and _tests_own_text(conn, args[0]):
+        return
+    if maker == "timeit" and all(  # (``timeit.timeit("f(100)", ...)``: the tests' statement in timeit's template)
+        type(text) is not str or text == "pass" or _tests_own_text(conn, text)  # ("pass": timeit's default)
+        for text in (frame.f_locals.get("stmt"), frame.f_locals.get("setup"))
+    ):
+        return
+    if conn.boundary_error is None:
+        conn.boundary_error = _TEXT_RUN_REFUSED
+    raise RuntimeError(_TEXT_RUN_REFUSED)
+
+
+def _pickle_error(message: str) -> Exception:
+    import pickle
+
+    return pickle.UnpicklingError(message)
+
+
+def _unpicklable(module, name) -> bool:
+    """Whether a pickle may name this global here: a built-in value type, a standard class whose values cross the wire
+    as themselves (calling one computes on its arguments and nothing else), the helpers plain pickles use, or a class
+    the hidden tests define."""
+    import _compat_pickle  # (pickles of protocol 2 and below name ``__builtin__.set``: pickle maps it after asking)
+
+    module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+    module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+    if (module, name) in _UNPICKLABLE or wire.value_class(str(module), str(name)) is not None:
+        return True
+    if module != _TESTS_MODULE:
+        return False
+    found = vars(sys.modules[module]).get(name) if module in sys.modules else None
+    return isinstance(type(found), type) and issubclass(type(found), type) and found.__module__ == _TESTS_MODULE
+
+
+def _tests_own_text(conn: Connection, source) -> bool:
+    """Whether ``source`` is text the hidden tests spell as a literal (leading blanks aside: ``eval`` strips them)."""
+    if type(source) in (bytes, bytearray):
+        try:
+            source = bytes(source).decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    if type(source) is not str:  # (an AST: made from any text)
+        return False
+    if conn.tests_texts is None:
+        texts: set[str] = set()
+        for node in ast.walk(ast.parse(conn.tests_source)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+                value = node.value
+                texts.add((value.decode("utf-8", "replace") if isinstance(value, bytes) else value).lstrip(" \t"))
+            # (an annotation's text, which typing evaluates under ``from __future__ import annotations``)
+            annotation = getattr(node, "returns" if isinstance(node, ast.FunctionDef) else "annotation", None)
+            if isinstance(node, (ast.arg, ast.AnnAssign, ast.FunctionDef)) and annotation is not None:
+                texts.add(ast.unparse(annotation))
+        conn.tests_texts = frozenset(texts)
+    return source.lstrip(" \t") in conn.tests_texts
+
+
 # What a failed assertion's diff may cost in the runner (round nine): difflib.ndiff compares every line of one side
 # with every line of the other, character by character (two lists of 200 nearly equal lines: ~6 s of CPU), so a wrong
 # answer ran to the job's deadline, a timeout that cost the runner's CPU. Beyond these the failure message says the
@@ -2011,6 +2118,7 @@ def _bound_failure_diffs() -> None:
 
 def _prepare_runner() -> None:
     sys.meta_path.insert(0, _ModelModuleGuard())
+    sys.addaudithook(_guard_text_runs)
     _bound_failure_diffs()
     # What is replayed from the model's process (warnings, log records, stderr) is for the tests' own
     # capture only: uncaptured, it goes nowhere rather than into the fork server's log.
