@@ -178,3 +178,57 @@ def test_doctor_leaves_literal_text_and_in_process_tests_alone():
     assert not any("trusted runner under split trust" in item for item in shape_findings(tests))
     tests = _tests("import pickle\npickle.loads(f(3))")
     assert not any("trusted runner" in item for item in shape_findings(tests, trust_mode="inprocess"))
+
+
+# Round thirty-three, the tests users write: what the tests read of the model's functions and classes, and operators
+# between two of its objects, that a right answer failed on (AttributeError, TypeError) under split trust.
+MODEL_CLASSES = """
+import abc, enum
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+class Num:
+    def __init__(self, v):
+        self.v = v
+    def __divmod__(self, other):
+        return (self.v // other.v, self.v % other.v)
+    def __ifloordiv__(self, other):
+        self.v //= other.v
+        return self
+    def __imod__(self, other):
+        self.v %= other.v
+        return self
+    def __itruediv__(self, other):
+        self.v /= other.v
+        return self
+class Shape(abc.ABC):
+    @abc.abstractmethod
+    def area(self): ...
+def f(a, b=10, *, c=3):
+    return Color.RED
+"""
+READS = {
+    "an enum's members": (
+        "self.assertEqual(list(Color.__members__), ['RED', 'GREEN'])\nself.assertIs(Color.__members__['RED'], f(1))\n"
+        "self.assertIn('GREEN', Color.__members__)"
+    ),
+    "divmod of two objects": "self.assertEqual(divmod(Num(7), Num(2)), (3, 1))",
+    "in-place operators": (
+        "a = Num(7)\nb = a\na //= Num(2)\nself.assertIs(a, b)\nself.assertEqual(b.v, 3)\na %= Num(2)\n"
+        "self.assertEqual(b.v, 1)\na /= Num(2)\nself.assertEqual(b.v, 0.5)"
+    ),
+    "abstract methods": "self.assertEqual(Shape.__abstractmethods__, frozenset({'area'}))",
+    "a function's defaults": "self.assertEqual(f.__defaults__, (10,))\nself.assertEqual(f.__kwdefaults__, {'c': 3})",
+}
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_what_the_tests_read_of_the_models_classes_is_its_own(executor, name):
+    result = _run(executor, name, MODEL_CLASSES, _tests(READS[name]))
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+def test_a_wrong_in_place_operator_still_fails(executor):
+    wrong = MODEL_CLASSES.replace("self.v //= other.v\n        return self", "return Num(self.v // other.v)")
+    result = _run(executor, "wrong", wrong, _tests(READS["in-place operators"]))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)

@@ -76,6 +76,16 @@ BINARY_OPS = {
     "iand",
     "ior",
     "ixor",
+    # Round thirty-three: the rest of the in-place operators, and divmod (``a //= b`` was ``a = a // b`` there, a new
+    # object where the model's ``__ifloordiv__`` changes its own; ``divmod(a, b)`` was refused).
+    "ifloordiv",
+    "itruediv",
+    "imod",
+    "ipow",
+    "ilshift",
+    "irshift",
+    "imatmul",
+    "divmod",
 }
 
 
@@ -873,11 +883,8 @@ class Server:
             if name not in BINARY_OPS:
                 raise ValueError(f"unsupported operator {name!r}")
             other = self.handles.get(request.get("other"))
-            result = (
-                getattr(operator, name)(other, target)
-                if request.get("reflected")
-                else getattr(operator, name)(target, other)
-            )
+            function = divmod if name == "divmod" else getattr(operator, name)
+            result = function(other, target) if request.get("reflected") else function(target, other)
             return {"ok": self._encode(result)}
         if op == "unary":
             name = request.get("name")
