@@ -26,6 +26,11 @@ def _run(executor, name: str, code: str, tests: str):
     return thirtyone._run(executor, name, code, tests, entry_point="f")
 
 
+def _assert_passes(executor, name: str, code: str, tests: str) -> None:
+    result = _run(executor, name, code, tests)
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
 def _tests(body: str, imports: str = "import unittest", before: str = "") -> str:
     return (
         f"{imports}\n{before}\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
@@ -104,8 +109,7 @@ OWN_MODULE_TEXT = (
 
 @pytest.mark.parametrize("name", sorted(OWN_TEXT))
 def test_the_tests_own_text_still_runs(executor, name):
-    result = _run(executor, name, "def f(x):\n    return x\n", _tests(OWN_TEXT[name]))
-    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+    _assert_passes(executor, name, "def f(x):\n    return x\n", _tests(OWN_TEXT[name]))
 
 
 def test_the_standard_librarys_generated_code_still_runs(executor):
@@ -224,11 +228,38 @@ READS = {
 
 @pytest.mark.parametrize("name", sorted(READS))
 def test_what_the_tests_read_of_the_models_classes_is_its_own(executor, name):
-    result = _run(executor, name, MODEL_CLASSES, _tests(READS[name]))
-    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+    _assert_passes(executor, name, MODEL_CLASSES, _tests(READS[name]))
 
 
 def test_a_wrong_in_place_operator_still_fails(executor):
     wrong = MODEL_CLASSES.replace("self.v //= other.v\n        return self", "return Num(self.v // other.v)")
     result = _run(executor, "wrong", wrong, _tests(READS["in-place operators"]))
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+
+
+# Round thirty-three: a NaN's sign and payload crossed as the one JSON ``NaN``, so a right answer to a task about the
+# bits of a float failed (and the tests' own NaN of another sign reached the model's code as the usual one).
+FROM_BITS = "import struct\ndef f(bits):\n    return struct.unpack('<d', struct.pack('<Q', bits))[0]\n"
+NAN_BITS = {
+    "a negative NaN": "import math\nself.assertEqual(math.copysign(1.0, f(0xFFF8000000000000)), -1.0)",
+    "a NaN's payload": (
+        "import struct\nself.assertEqual(struct.pack('<d', f(0x7FF8000000000001)).hex(), '010000000000f87f')"
+    ),
+    "inside a list and a complex": (
+        "import math\nxs = [f(0xFFF8000000000000)] * 20\n"
+        "self.assertEqual([math.copysign(1.0, x) for x in xs], [-1.0] * 20)"
+        "\nself.assertEqual(math.copysign(1.0, complex(f(0xFFF8000000000000), 1).real), -1.0)"
+    ),
+    "the usual NaN is math.nan": "import math\nself.assertIs(f(0x7FF8000000000000), math.nan)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAN_BITS))
+def test_a_nan_crosses_with_its_bits(executor, name):
+    _assert_passes(executor, name, FROM_BITS, _tests(NAN_BITS[name]))
+
+
+def test_the_tests_nan_reaches_the_model_with_its_sign(executor):
+    body = "import math\nself.assertEqual(f(-math.nan)[0], -1.0)\nself.assertEqual(f([-math.nan])[0], -1.0)"
+    code = "import math\ndef f(x):\n    y = x[0] if isinstance(x, list) else x\n    return [math.copysign(1.0, y)]\n"
+    _assert_passes(executor, "to the model", code, _tests(body))

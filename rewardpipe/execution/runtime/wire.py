@@ -827,6 +827,8 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
 def _plain_scalar(value, refs) -> bool:
     """Whether ``value`` crosses as itself (_encode_shared's first case): never numbered, so no session of its own."""
     kind = type(value)
+    if kind is float:
+        return value == value and not refs  # (a NaN: see _float_tree)
     return kind in _SCALARS and not refs and (kind is not int or value.bit_length() <= MAX_PLAIN_INT_BITS)
 
 
@@ -857,10 +859,45 @@ _PLAIN_JSON_KINDS = frozenset({int, str, bool, type(None)})  # (what JSON gives 
 _INT_KINDS = frozenset({int, bool})
 
 
+# Round thirty-three: JSON writes every NaN as ``NaN``, so a NaN's sign and payload (``-math.nan``, the float a bit
+# pattern gives) were lost crossing, and a right answer to a task about the bits of a float failed (``copysign(1.0,
+# x)`` read 1.0). A NaN other than the usual one crosses as its bits, ``{"fb": "fff8000000000000"}``.
+_USUAL_NAN_BITS = struct.unpack("<Q", struct.pack("<d", math.nan))[0]
+_IS_FLOAT = functools.partial(operator.is_, float)
+_FLOAT_BITS = re.compile(r"[0-9a-f]{16}")
+
+
+def _float_tree(number: float):
+    """A float as it crosses: itself, unless it is a NaN with other bits than ``math.nan``'s."""
+    if number == number:
+        return number
+    bits = struct.unpack("<Q", struct.pack("<d", number))[0]
+    return number if bits == _USUAL_NAN_BITS else {"fb": format(bits, "016x")}
+
+
+def _float_of(tree) -> float:
+    """Inverse of :func:`_float_tree`."""
+    if type(tree) is dict and len(tree) == 1 and "fb" in tree:
+        body = tree["fb"]
+        if type(body) is not str or not _FLOAT_BITS.fullmatch(body):
+            raise WireError("malformed float bits")
+        number = struct.unpack("<d", struct.pack("<Q", int(body, 16)))[0]
+        if number == number:  # (only a NaN has no other form)
+            raise WireError("float bits of a number")
+        return number
+    if type(tree) not in (float, int) or type(tree) is bool:
+        raise WireError("malformed float")
+    return math.nan if tree != tree else float(tree)
+
+
 def _flat(items: list) -> bool:
     """Whether ``items`` are all scalars that cross as themselves (ints within MAX_PLAIN_INT_BITS, by their exact types,
     never a subclass): looked at in C, so a linked list of them read at a request costs no loop of Python's."""
     kinds = set(map(type, items))
+    if float in kinds:  # (a NaN among them crosses by the loop, which keeps its bits: summed in C, a NaN stays one)
+        total = sum(itertools.compress(items, map(_IS_FLOAT, map(type, items))))
+        if total != total:
+            return False
     if int not in kinds:
         return kinds <= _FLAT_KINDS
     numbers = itertools.compress(items, map(_INT_KINDS.__contains__, map(type, items)))
@@ -880,6 +917,8 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
     if kind in _SCALARS:
         if kind is int and value.bit_length() > MAX_PLAIN_INT_BITS:
             return {"i": format(value, "x")}
+        if kind is float and value != value:
+            return _float_tree(value)
         return value
     depth = _depth + 1
     if issubclass(kind, bool):
@@ -893,7 +932,9 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
         return _enum_member_tree(value, plain) if issubclass(kind, enum.Enum) else plain
     if issubclass(kind, float):
         return (
-            _enum_member_tree(value, float.__float__(value)) if issubclass(kind, enum.Enum) else float.__float__(value)
+            _enum_member_tree(value, _float_tree(float.__float__(value)))
+            if issubclass(kind, enum.Enum)
+            else _float_tree(float.__float__(value))
         )
     if issubclass(kind, str):
         return _enum_member_tree(value, str.__str__(value)) if issubclass(kind, enum.Enum) else str.__str__(value)
@@ -940,7 +981,7 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
     if issubclass(kind, bytearray):
         return {"ba": base64.b64encode(bytearray.__getitem__(value, _WHOLE)).decode()}
     if issubclass(kind, complex):
-        return {"c": [_COMPLEX_REAL(value), _COMPLEX_IMAG(value)]}
+        return {"c": [_float_tree(_COMPLEX_REAL(value)), _float_tree(_COMPLEX_IMAG(value))]}
     if issubclass(kind, datetime.datetime):  # before date: a datetime is a date
         text = datetime.datetime.isoformat(value)
         extra = _time_extra(value)
@@ -1444,7 +1485,9 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             return bytearray(base64.b64decode(_as_str(body), validate=True))
         if tag == "c":
             real, imag = _as_list(body)
-            return complex(float(real), float(imag))
+            return complex(_float_of(real), _float_of(imag))
+        if tag == "fb":
+            return _float_of({"fb": body})
         if tag == "h":
             if resolve_handle is None or type(body) is not int:
                 raise WireError("unexpected object handle")
