@@ -2051,7 +2051,7 @@ def _guard_text_runs(event: str, args: tuple) -> None:
         return
     frame = sys._getframe(1)
     maker = frame.f_globals.get("__name__")
-    if maker in _CODE_MAKERS:
+    if maker in _CODE_MAKERS or _importing(frame):
         return
     if event == "compile" and _tests_own_text(conn, args[0]):
         return
@@ -2063,6 +2063,16 @@ def _guard_text_runs(event: str, args: tuple) -> None:
     if conn.boundary_error is None:
         conn.boundary_error = _TEXT_RUN_REFUSED
     raise RuntimeError(_TEXT_RUN_REFUSED)
+
+
+def _importing(frame) -> bool:
+    """Whether a module's own code is running as it is imported (a standard module's annotations, ``Optional['X']``,
+    which typing compiles): the module's text, never a value of the job's."""
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "importlib._bootstrap":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _pickle_error(message: str) -> Exception:
