@@ -865,6 +865,7 @@ _INT_KINDS = frozenset({int, bool})
 _USUAL_NAN_BITS = struct.unpack("<Q", struct.pack("<d", math.nan))[0]
 _IS_FLOAT = functools.partial(operator.is_, float)
 _FLOAT_BITS = re.compile(r"[0-9a-f]{16}")
+_NUMBER_KINDS = frozenset({float, int, bool})
 
 
 def _float_tree(number: float):
@@ -890,14 +891,23 @@ def _float_of(tree) -> float:
     return math.nan if tree != tree else float(tree)
 
 
+def _holds_nan(items: list, kinds: set) -> bool:
+    """Whether a list of scalars holding floats holds a NaN (or infinities of both signs): summed in C, a NaN stays one.
+    Numbers alone are summed as they are (float's own fast path), others by their floats."""
+    numbers = items if kinds <= _NUMBER_KINDS else itertools.compress(items, map(_IS_FLOAT, map(type, items)))
+    try:
+        total = sum(numbers)
+    except OverflowError:  # (an int too wide for a float beside them: the loop looks at each)
+        return True
+    return total != total
+
+
 def _flat(items: list) -> bool:
     """Whether ``items`` are all scalars that cross as themselves (ints within MAX_PLAIN_INT_BITS, by their exact types,
     never a subclass): looked at in C, so a linked list of them read at a request costs no loop of Python's."""
     kinds = set(map(type, items))
-    if float in kinds:  # (a NaN among them crosses by the loop, which keeps its bits: summed in C, a NaN stays one)
-        total = sum(itertools.compress(items, map(_IS_FLOAT, map(type, items))))
-        if total != total:
-            return False
+    if float in kinds and _holds_nan(items, kinds):  # (a NaN crosses by the loop, which keeps its bits)
+        return False
     if int not in kinds:
         return kinds <= _FLAT_KINDS
     numbers = itertools.compress(items, map(_INT_KINDS.__contains__, map(type, items)))
