@@ -907,8 +907,32 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
 
 
 # The scored record of an attempt, kept in its state folder before anything else is written: if a later write or the
-# answer fails, RecordError answers with this score (:func:`record_failure`), never with an error record.
+# answer fails, RecordError answers with this score (:func:`record_failure`), never with an error record, and a retry
+# of the state that scored answers with it too (:func:`score_snapshot`), running nothing again. The execution the
+# score was taken on is kept beside the record's fields (under ``execution``) for the rollout's transcript.
 SCORED_NAME = "scored.json"
+KEPT_EXECUTION = "execution"
+
+
+def kept_score(store: Any, run: str, attempt: str, rollout: str | None = None) -> tuple[Record, Any] | None:
+    """``(record, execution or None)`` this very attempt scored and kept (:data:`SCORED_NAME`), or None: none (the
+    usual case), unreadable, not scored, or of another run or rollout, none of which is a score."""
+    from rewardpipe.execution.result import ExecutionResult
+    from rewardpipe.store import StoreError
+
+    try:
+        states = StateStore(store, run, attempt)
+        raw = states.get(states.key(SCORED_NAME))
+        record = Record.model_validate(raw)
+    except (ValueError, FileNotFoundError, StoreError):
+        return None
+    if record.status != "scored" or record.run_id != run or (rollout is not None and record.rollout_id != rollout):
+        return None
+    execution = None
+    with contextlib.suppress(ValueError):  # the record stands without it (one kept before the execution was)
+        if isinstance(raw.get(KEPT_EXECUTION), dict):
+            execution = ExecutionResult.model_validate(raw[KEPT_EXECUTION])
+    return record, execution
 
 
 def score_snapshot(
@@ -927,6 +951,9 @@ def score_snapshot(
     from rewardpipe.episode import execution_job, finish_episode
 
     env = settings.environment
+    kept = kept_score(store, states.run, states.attempt, snapshot.state.rollout_id) if states is not None else None
+    if kept is not None:  # a retry of the state that scored: its score stands, nothing is run or scored again
+        return _write_kept(store, snapshot.state, task, *kept, env)
     execution = None
     ref_exec = snapshot.execution
     if ref_exec is not None and ref_exec.route == "lambda":
@@ -944,9 +971,26 @@ def score_snapshot(
         emit([execution_point(ref_exec.route, execution.duration_ms)])
     record = finish_episode(snapshot.state, task, execution, settings.reward, env)
     if states is not None and record.status == "scored":
-        states.put(SCORED_NAME, json.loads(record.to_json()))
+        kept_execution = execution.model_dump(mode="json") if execution is not None else None
+        states.put(SCORED_NAME, {**json.loads(record.to_json()), KEPT_EXECUTION: kept_execution})
     put_transcript(store, snapshot.state, task, execution, record, env=env)
     return record, put_record_once(store, record)
+
+
+def _write_kept(
+    store: Any, state: EpisodeState, task: TaskRow | None, record: Record, execution: Any, env: Any
+) -> tuple[Record, str]:
+    """Write what a kept score's attempt may not have written: its transcript, then its record (the order
+    :func:`score_snapshot` writes them in, so a scored record there already has its transcript: this attempt's, or
+    a re-run's that stands). Answers with the kept score."""
+    from rewardpipe.store import record_key
+
+    key = record_key(record)
+    existing = store.get_json(key, default=None)
+    if not _keeps(existing, record, keep_scored=True):
+        put_transcript(store, state, task, execution, record, env=env)
+        _put_unless_scored(store, record, keep_scored=True)
+    return record, key
 
 
 def score(ref: StateRef, settings: Settings, store: Any = None) -> tuple[Record, str]:
@@ -1276,22 +1320,11 @@ def _configured(load: Any) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
-def _scored_by_attempt(store: Any, event: FailedRollout) -> Record | None:
-    """The record this very attempt scored before it failed (:data:`SCORED_NAME`), or None."""
-    from rewardpipe.store import StoreError
-
-    try:
-        states = StateStore(store, event.run, event.attempt)
-        raw = states.get(states.key(SCORED_NAME))
-        record = Record.model_validate(raw)
-    except (ValueError, FileNotFoundError, StoreError):  # none (the usual failure), or unreadable: not a score
-        return None
-    return record if record.status == "scored" and record.run_id == event.run else None
-
-
-def _keep_score(store: Any, record: Record, snapshot: EpisodeSnapshot | None, env: Any) -> tuple[Record, str]:
-    """Write (again) the scored record of an attempt that failed after scoring, with a transcript if it has none,
-    and answer with it: the failure came after the score and changes nothing in it."""
+def _keep_score(
+    store: Any, record: Record, execution: Any, snapshot: EpisodeSnapshot | None, env: Any
+) -> tuple[Record, str]:
+    """Write (again) the scored record of an attempt that failed after scoring, with a transcript (of the execution
+    it was scored on) if it has none, and answer with it: the failure came after the score and changes nothing."""
     from rewardpipe.aws.lambda_support import is_transient
     from rewardpipe.store import record_key
 
@@ -1299,7 +1332,7 @@ def _keep_score(store: Any, record: Record, snapshot: EpisodeSnapshot | None, en
     if snapshot is not None and env is not None:
         try:
             if store.get_json(transcript_key(snapshot.state), default=None) is None:
-                put_transcript(store, snapshot.state, record=record, env=env)
+                put_transcript(store, snapshot.state, execution=execution, record=record, env=env)
         except Exception as exc:  # the record is what is answered; its transcript is worth a retry only
             if is_transient(exc):
                 raise
@@ -1329,9 +1362,9 @@ def record_failure(
     if snapshot is None and event.rollout is None and event.execution and read_execution_input is not None:
         event = read_execution_input(event)
         snapshot = _failed_snapshot(store, event, env)
-    scored = _scored_by_attempt(store, event)
+    scored = kept_score(store, event.run, event.attempt)
     if scored is not None:  # the failure came after this attempt's score: answered with it, as it stands
-        return _keep_score(store, scored, snapshot, env)
+        return _keep_score(store, *scored, snapshot, env)
     state = snapshot.state if snapshot is not None else None
     info = describe_failure(event.error, event.failed_state, state)
     problem = env_problem or reward_problem
