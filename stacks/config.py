@@ -154,6 +154,32 @@ class LambdaSettings(_Strict):
 
 # The task CPU units Fargate offers (ECS task definition "cpu"); memory is checked against the sandbox below.
 FARGATE_CPU_UNITS = (256, 512, 1024, 2048, 4096, 8192, 16384)
+# The task memory sizes (MiB) each of them takes. "For task definitions that specify FARGATE ...
+# you must use one of the values in the following table" (Amazon ECS Developer Guide, "Troubleshoot Amazon ECS task
+# definition invalid CPU or memory errors"); any other pair synthesizes, and RegisterTaskDefinition refuses it at
+# deploy time ("ClientException: Invalid 'cpu' setting for task"), halfway through the deployment.
+FARGATE_MEMORY_MIB: dict[int, tuple[int, ...]] = {
+    256: (512, 1024, 2048),
+    512: tuple(range(1024, 4096 + 1, 1024)),
+    1024: tuple(range(2048, 8192 + 1, 1024)),
+    2048: tuple(range(4096, 16384 + 1, 1024)),
+    4096: tuple(range(8192, 30720 + 1, 1024)),
+    8192: tuple(range(16384, 61440 + 1, 4096)),  # 16 to 60 GB in 4 GB steps
+    16384: tuple(range(32768, 122880 + 1, 8192)),  # 32 to 120 GB in 8 GB steps
+}
+
+
+def fargate_size_problem(cpu: int, memory_mib: int) -> str | None:
+    """Why Fargate refuses a task of ``cpu`` units and ``memory_mib``, or None."""
+    allowed = FARGATE_MEMORY_MIB[cpu]
+    if memory_mib in allowed:
+        return None
+    step = allowed[1] - allowed[0]
+    sizes = ", ".join(map(str, allowed)) if len(allowed) <= 4 else f"{allowed[0]} to {allowed[-1]} in steps of {step}"
+    return (
+        f"fargate.memory_mib = {memory_mib} is not a Fargate task size with fargate.cpu = {cpu}: it takes "
+        f"{sizes} MiB (ECS refuses any other pair when the stack is deployed)"
+    )
 
 
 class FargateSettings(_Strict):
@@ -172,7 +198,9 @@ class FargateSettings(_Strict):
 
     @model_validator(mode="after")
     def _valid_size(self) -> FargateSettings:
-        problem = too_small_for_sandbox("fargate.memory_mib", self.memory_mib, 1)
+        problem = too_small_for_sandbox("fargate.memory_mib", self.memory_mib, 1) or fargate_size_problem(
+            self.cpu, self.memory_mib
+        )
         if problem:
             raise ValueError(problem)
         return self
