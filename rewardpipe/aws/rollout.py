@@ -749,6 +749,25 @@ def _conclude(
     return ref.dump()
 
 
+def _finished_already(store: Any, states: StateStore, settings: Settings, token: str | None) -> dict[str, Any] | None:
+    """A conversation state retried after it scored (its answer or a write after the score failed): answered with
+    the score this attempt kept, from the episode as it was scored, before anything is conversed or run again (an
+    LLM turn asked again, the model's code run again, a conversation other than the one scored). None otherwise."""
+    kept = kept_score(store, states.run, states.attempt)
+    if kept is None:
+        return None
+    env = settings.environment
+    snapshot = load_head(states, env)
+    if kept[0].rollout_id != snapshot.state.rollout_id:
+        return None
+    record, key = _write_kept(store, snapshot.state, load_task(store, snapshot.task_key, env), *kept, env)
+    output = rollout_output(record, key, budget=CAUSE_LIMIT)
+    TokenDelivery(token, settings, settings.bucket, snapshot.policy.channel).leave(FINISHED, output)
+    done = {"run": states.run, "attempt": states.attempt, "next": "finished", "status": output["status"]}
+    done["record_key"] = key
+    return done if token is not None else {**done, "output": output}
+
+
 # --------------------------------------------------------------------------------------------------
 # One function per state
 
@@ -759,6 +778,9 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
     request, store = event.input, store or open_bucket_store(settings)
     env = settings.environment
     states = StateStore(store, request.run, event.attempt)
+    finished = _finished_already(store, states, settings, event.task_token)
+    if finished is not None:
+        return finished
     if request.task is not None:
         task = validate_task(request.task, env, "the input's task")
         stored = task.model_dump(mode="json")
@@ -866,6 +888,9 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
     store = store or open_bucket_store(settings)
     env = settings.environment
     states = StateStore(store, event.run, event.attempt)
+    finished = _finished_already(store, states, settings, event.task_token) if event.retry_count > 0 else None
+    if finished is not None:
+        return finished
     snapshot = load_head(states, env)
     awaits_trainer = snapshot.policy.mode == "callback" and snapshot.state.next_action == "policy"
     task: TaskRow | None = None

@@ -5,7 +5,8 @@
   again: a second run of the same code (a flaky test, a timeout under load, a judge's other verdict) could change
   the rollout's score, and the record of the first score was replaced by the second's. A retry of the attempt
   that scored now answers with the score it kept (``scored.json``), with the execution it was scored on, and runs
-  nothing again.
+  nothing again. A retried conversation state that had scored also conversed again from the start of its entry (an
+  LLM policy asked again, a transcript of another conversation than the one scored); it answers at once.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def _counted_runs(monkeypatch) -> list:
     return runs
 
 
-def _throttled_once(monkeypatch, name: str) -> None:
-    """``rollout.<name>`` raises S3's SlowDown on its first call (a transient fault the state retries)."""
+def _throttled_once(monkeypatch, name: str, code: str = "SlowDown") -> None:
+    """``rollout.<name>`` raises S3's ``code`` on its first call (SlowDown: a transient fault the state retries)."""
     from rewardpipe.aws import rollout
 
     real, calls = getattr(rollout, name), []
@@ -49,7 +50,7 @@ def _throttled_once(monkeypatch, name: str) -> None:
     def once(*args, **kwargs):
         calls.append(1)
         if len(calls) == 1:
-            raise _client_error("SlowDown")
+            raise _client_error(code)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(rollout, name, once)
@@ -99,3 +100,41 @@ class TestARetryAfterTheScoreRunsNothingAgain:
         again = load("rollout_start").lambda_handler({"input": _event(), "attempt": "att-2"}, Context())
         out = load("score_rollout").lambda_handler(again, Context())
         assert len(runs) == 2 and _values(out)["correctness"] == 0.0
+
+    def test_a_retried_conversation_state_converses_nothing_again(self, bucket, runner, monkeypatch):  # noqa: F811
+        """Before: the retry opened the episode and conversed again (an LLM policy asked for its turns again, and
+        the transcript a retry wrote could be of another conversation than the one scored)."""
+        from rewardpipe.aws import rollout
+
+        real, conversed = rollout._converse, []
+        monkeypatch.setattr(rollout, "_converse", lambda *a, **k: conversed.append(1) or real(*a, **k))
+        _throttled_once(monkeypatch, "put_transcript")
+        event = {"input": _event(), "attempt": "att-1"}
+        with pytest.raises(Exception, match="SlowDown"):
+            load("rollout_start").lambda_handler(event, _FifteenMinutes())
+        out = load("rollout_start").lambda_handler(event, _FifteenMinutes())  # the retry
+        assert conversed == [1] and out["next"] == "finished" and out["output"]["status"] == "scored"
+        # a retried Converse entry of an attempt that scored answers the same way
+        retried = {"run": "r", "attempt": "att-1", "retry_count": 1, "reply": {"resume": True}}
+        again = load("converse").lambda_handler(retried, Context())
+        assert conversed == [1] and again["output"] == out["output"]
+        assert bucket.list_keys("runs/r/transcripts/") and _values(out["output"])["correctness"] == 1.0
+
+
+def test_the_score_record_error_answers_with_has_a_transcript_of_the_execution_it_was_scored_on(
+    bucket,  # noqa: F811
+    runner,  # noqa: F811
+    monkeypatch,
+):
+    """Before: RecordError wrote the kept score's missing transcript without its execution: the record said every
+    test passed and the transcript "not_executed: the code was not run"."""
+    ref = load("rollout_start").lambda_handler({"input": _event(), "attempt": "att-1"}, Context())
+    _throttled_once(monkeypatch, "put_transcript", "AccessDenied")  # not transient: the Score state's Catch
+    with pytest.raises(Exception, match="AccessDenied"):
+        load("score_rollout").lambda_handler(ref, Context())
+    failed = {"context": {**ref, "failed": {"ScoreStep": {"Error": "AccessDenied", "Cause": "m"}}}, "attempt": "att-1"}
+    out = load("error_record").lambda_handler(failed, Context())
+    assert out["status"] == "scored" and _values(out)["correctness"] == 1.0
+    (key,) = bucket.list_keys("runs/r/transcripts/")
+    verdict = bucket.get_json(key)["verdict"]
+    assert verdict["status"] == "passed" and verdict["passed"] == verdict["total"] > 0
