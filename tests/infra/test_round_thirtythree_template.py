@@ -5,6 +5,9 @@
   and ECS's RegisterTaskDefinition refused the task definition when the stack was deployed ("Invalid 'cpu' setting
   for task"), halfway through the deployment. The settings refuse a pair Fargate does not offer, naming the sizes
   it does; the synthesized task definition is checked against the same table.
+* IAM's policy size quotas were checked nowhere (moto enforces none): every role's inline policies together, every
+  managed policy and every trust policy are measured as IAM counts them, with each value CloudFormation fills in at
+  its longest, in the default and the Nova bridge configurations (a guard: every policy fits today).
 """
 
 from __future__ import annotations
@@ -77,3 +80,88 @@ def test_the_synthesized_task_definition_is_a_size_fargate_offers(resources):
     assert memory in _documented(cpu), (cpu, memory)
     # no container asks for more than the task has
     assert all(int(c.get("Memory", 0)) <= memory for c in props["ContainerDefinitions"])
+
+
+# -- IAM policy sizes ---------------------------------------------------------------------------------------------
+# IAM quotas (IAM User Guide, "IAM and AWS STS quotas"): "Role policy size cannot exceed 10,240 characters" (every
+# inline policy of the role together), a managed policy at most 6,144 characters and a role trust policy 2,048 (the
+# account's AssumeRolePolicySizeQuota default); "IAM does not count white space". A policy over its quota fails the
+# deployment at that resource. aws-cdk adds every grant of a role to one inline DefaultPolicy, so each grant added to
+# a role grows it: counted here with every value CloudFormation fills in at its longest.
+ROLE_POLICY_CHARS = 10_240
+MANAGED_POLICY_CHARS = 6_144
+TRUST_POLICY_CHARS = 2_048
+
+
+def _longest() -> dict[str, int]:
+    from stacks.limits import _longest_values
+
+    longest = _longest_values()
+    arn = longest["AWS::SQS::Queue.Arn"] - 80  # arn:<partition>:<service>:<region>:<account>:
+    return {
+        **longest,
+        "AWS::EC2::VPCEndpoint": len("vpce-") + 17,
+        "AWS::EC2::VPC": len("vpc-") + 17,
+        "AWS::EC2::VPC.DefaultSecurityGroup": len("sg-") + 17,
+        "AWS::EC2::SecurityGroup.GroupId": len("sg-") + 17,
+        "AWS::Logs::LogGroup.Arn": arn + len("log-group:") + 512 + len(":*"),
+        "AWS::ECS::TaskDefinition": arn + len("task-definition/") + 255 + 1 + 10,
+        "AWS::ECS::Cluster": 255,
+        "AWS::ECS::Cluster.Arn": arn + len("cluster/") + 255,
+        "AWS::IAM::Role.Arn": arn + len("role/") + 512 + 64,
+        "AWS::KMS::Key.Arn": arn + len("key/") + 36,
+        "AWS::DynamoDB::Table.Arn": arn + len("table/") + 255,
+        "AWS::SecretsManager::Secret": arn + len("secret:") + 512 + 7,
+    }
+
+
+def _chars(node, types: dict[str, str], longest: dict[str, int]) -> int:
+    """Non-whitespace characters of a policy document as IAM counts them, each intrinsic at its longest value."""
+    import json
+    import re
+
+    from stacks.limits import value_bound
+
+    if isinstance(node, str):
+        return len(re.sub(r"\s", "", json.dumps(node)))
+    if isinstance(node, list):
+        return 2 + sum(_chars(x, types, longest) for x in node) + max(0, len(node) - 1)
+    if isinstance(node, dict) and len(node) == 1 and next(iter(node)) == "Fn::Sub":
+        text = node["Fn::Sub"]
+        assert isinstance(text, str), node  # a Sub with variables of its own: count it here when one appears
+        names = re.findall(r"\$\{([^}]+)\}", text)
+        return 2 + len(re.sub(r"\$\{[^}]+\}", "", text)) + sum(value_bound({"Ref": n}, types, longest) for n in names)
+    if isinstance(node, dict) and len(node) == 1 and next(iter(node)) in ("Ref", "Fn::GetAtt", "Fn::Join"):
+        if next(iter(node)) == "Fn::Join":
+            separator, parts = node["Fn::Join"]
+            return 2 + sum(_chars(p, types, longest) - 2 for p in parts) + len(separator) * max(0, len(parts) - 1)
+        bound = value_bound(node, types, longest)
+        assert bound < 2048, f"no bound known for {node}: add its type to _longest"
+        return 2 + bound
+    if isinstance(node, dict):
+        return 2 + sum(len(json.dumps(k)) + 1 + _chars(v, types, longest) for k, v in node.items()) + len(node) - 1
+    return len(str(node).lower())
+
+
+@pytest.mark.parametrize("context", ["", "nova"], ids=["default", "nova-bridge"])
+def test_every_policy_fits_its_iam_quota_at_its_longest(context):
+    from tests.aws import harness
+
+    resources = harness.synthesized(harness.NOVA_BRIDGE_CONTEXT if context else "").template["Resources"]
+    types = {logical: r["Type"] for logical, r in resources.items()}
+    longest = _longest()
+    per_role: dict[str, int] = {}
+    for logical, resource in resources.items():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::IAM::Policy":
+            for role in props.get("Roles", []):
+                per_role[role["Ref"]] = per_role.get(role["Ref"], 0) + _chars(props["PolicyDocument"], types, longest)
+        elif resource["Type"] == "AWS::IAM::ManagedPolicy":
+            size = _chars(props["PolicyDocument"], types, longest)
+            assert size <= MANAGED_POLICY_CHARS, (logical, size)
+        elif resource["Type"] == "AWS::IAM::Role":
+            size = _chars(props["AssumeRolePolicyDocument"], types, longest)
+            assert size <= TRUST_POLICY_CHARS, (logical, size)
+            for policy in props.get("Policies") or []:
+                per_role[logical] = per_role.get(logical, 0) + _chars(policy["PolicyDocument"], types, longest)
+    assert per_role and all(size <= ROLE_POLICY_CHARS for size in per_role.values()), per_role
