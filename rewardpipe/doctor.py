@@ -14,7 +14,7 @@ the real loop and the real sandbox, scores each with the reward, and checks (err
   (the components after it and the stored record would see the change);
 * ``not_deterministic``: two plays of the reference scenario differ;
 * ``state_not_json`` / ``state_mutated``: a state that does not survive a JSON round trip after some step,
-  or a hook that changed the state it was given;
+  or a hook (``on_policy_turn``, ``respond``, ``execution_job``) that changed the state it was given;
 * ``scenario_failed``: a scenario's policy, or the environment, failed;
 * ``bad_tests``: the reference scenario's execution job has tests that cannot run (they do not parse, never
   call the entry point...);
@@ -417,9 +417,49 @@ class _Watch:
         self.look(state)
         return False
 
+    def changed_by(self, hook: str) -> None:
+        self._add("state_mutated", f"{hook}() changed the state it was given (hooks must return a new state)")
+
     def _add(self, check: str, message: str) -> None:
         if not any(f.check == check for f in self.run.problems):
             self.run.problems.append(Finding(check, f"scenario '{self.run.name}': {message}"))
+
+
+class _Watched:
+    """The environment as doctor plays it: each hook given a state (``on_policy_turn``, ``respond``,
+    ``execution_job``) must leave that state as it was. The platform hands ``on_policy_turn`` and ``respond`` a
+    copy, so the paused states :class:`_Watch` compares never showed a field set on it, and such a hook passed;
+    every other attribute is the environment's own. One for all the plays of a :func:`diagnose` (a hook's
+    calls past ``hook_timeout_s`` are counted per environment object)."""
+
+    _HOOKS = frozenset({"on_policy_turn", "respond", "execution_job"})
+
+    def __init__(self, env: Any) -> None:
+        self.__dict__["_doctor_env"] = env
+        self.__dict__["_doctor_watch"] = None
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._doctor_env, name)
+        watch = self._doctor_watch
+        if name not in self._HOOKS or watch is None or not callable(value):
+            return value
+
+        def watched(state: Any, *args: Any) -> Any:
+            try:
+                before = state.model_dump_json()
+            except Exception:  # noqa: BLE001 - a state that cannot be written: state_not_json says so
+                before = None
+            result = value(state, *args)
+            if before is not None:
+                try:
+                    changed = state.model_dump_json() != before
+                except Exception:  # noqa: BLE001 - changed into something that cannot even be written
+                    changed = True
+                if changed:
+                    watch.changed_by(name)
+            return result
+
+        return watched
 
 
 def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, run_id: str) -> ScenarioRun:
@@ -444,6 +484,8 @@ def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, ru
         run.error = f"start() failed: {type(exc).__name__}: {exc}"
         return run
     watch = _Watch(env, run)
+    if isinstance(env, _Watched):
+        env.__dict__["_doctor_watch"] = watch
     try:
         state = converse(state, task, policy, env, pause=watch)
     except ConversationError as exc:
@@ -478,6 +520,7 @@ def diagnose(
     from rewardpipe.rewards.mutation import changed_inputs, mutating_components, pristine_copy, written_down
 
     reward = reward if reward is not None else env.reward
+    played = _Watched(env)
     diagnoses, plays = [], []
     for task in tasks:
         diagnosis = TaskDiagnosis(task.task_id)
@@ -504,9 +547,9 @@ def diagnose(
                 "reference_not_best",
                 "the environment names no 'reference' scenario for this task (scenarios(task) must return one)",
             )
-        runs = {name: _play(env, task, name, policy, max_turns, "doctor") for name, policy in scenarios.items()}
+        runs = {name: _play(played, task, name, policy, max_turns, "doctor") for name, policy in scenarios.items()}
         again = (
-            _play(env, task, "reference", scenarios["reference"], max_turns, "doctor")
+            _play(played, task, "reference", scenarios["reference"], max_turns, "doctor")
             if "reference" in scenarios
             else None
         )
