@@ -238,7 +238,16 @@ def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
 
 # The monitor's knobs, declared once: `run` (which monitors as it goes) and `monitor` both take them.
 _THRESHOLD_OPTIONS: dict[str, tuple[Any, Any]] = {  # parameter name -> (annotation, default)
-    "epsilon": (Annotated[float, typer.Option(help="A group whose std is at most this has zero variance.")], 1e-6),
+    "epsilon": (
+        Annotated[
+            float,
+            typer.Option(
+                help="A group whose std is at most this has zero variance (for weight 1 and values within +-1; "
+                "the bound scales with both: docs/monitor.md)."
+            ),
+        ],
+        1e-6,
+    ),
     "dead_fraction": (
         Annotated[
             float,

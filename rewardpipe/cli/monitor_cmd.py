@@ -313,9 +313,14 @@ def _print_table(console: Console, result: Any, title: str) -> None:
             )
     console.print(table)
     _print_diagnoses(console, result)
+    starred = any(stats.alarm_active for report in result.steps for stats in report.components.values()) or any(
+        report.aggregate.alarm_active for report in result.steps
+    )
     console.print(
-        "[dim]* alarm active. zero-var groups: share of groups (>= 2 scored rollouts) whose std "
-        f"<= {result.thresholds.epsilon:g}.[/dim]"
+        ("[dim]* alarm active. " if starred else "[dim]")
+        + "zero-var groups: share of groups (>= 2 scored rollouts) whose std "
+        f"<= {result.thresholds.epsilon:g} (for weight 1 and values within +-1; the bound scales with both: "
+        "docs/monitor.md).[/dim]"
     )
 
 

@@ -111,13 +111,13 @@ def _same_place(one: str, other: str) -> bool:
 @app.command()
 def report(
     paths: list[str] = typer.Argument(
-        ..., metavar="PATH [PATH_B]", help="store directory, s3://bucket/prefix or JSONL of records; two to compare"
+        ..., metavar="PATH [PATH_B]", help="A store directory, s3://bucket/prefix or JSONL of records; two to compare."
     ),
-    run_id: list[str] = typer.Option([], "--run-id", help="the run (give twice: the runs of PATH and PATH_B)"),
-    out: Path | None = typer.Option(None, "--out", help="write the HTML report here"),
-    as_json: bool = typer.Option(False, "--json", help="print the report's content as JSON"),
-    parquet: Path | None = typer.Option(None, "--parquet", help="also export the records as DIR/<run>.parquet"),
-    no_triage_file: bool = typer.Option(False, "--no-triage-file", help="do not write runs/<run>/triage.jsonl"),
+    run_id: list[str] = typer.Option([], "--run-id", help="The run (give twice: the runs of PATH and PATH_B)."),
+    out: Path | None = typer.Option(None, "--out", help="Write the HTML report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report's content as JSON."),
+    parquet: Path | None = typer.Option(None, "--parquet", help="Also export the records as DIR/<run>.parquet."),
+    no_triage_file: bool = typer.Option(False, "--no-triage-file", help="Do not write runs/<run>/triage.jsonl."),
 ) -> None:
     """Explain a run: per-component curves, verdict timeline, correlations, advantage shares, task triage
     and the example transcripts behind every alarm. Two PATHs compare two runs."""

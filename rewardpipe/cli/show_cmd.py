@@ -108,14 +108,14 @@ def _which_rollouts(store_path: str, run_id: str | None) -> str:
 
 @app.command()
 def show(
-    store_path: str = typer.Argument(..., metavar="STORE", help="store directory or s3://bucket/prefix"),
+    store_path: str = typer.Argument(..., metavar="STORE", help="The store: a directory or s3://bucket/prefix."),
     run_id: str | None = typer.Option(
-        None, "--run-id", help="the run the rollout belongs to (default: the store's only run)"
+        None, "--run-id", help="The run the rollout belongs to (default: the store's only run)."
     ),
-    rollout: str | None = typer.Option(None, "--rollout", help="the rollout id"),
-    step: int | None = typer.Option(None, "--step", min=0, help="the step, when the rollout id repeats"),
-    key: str | None = typer.Option(None, "--key", help="a transcript_key (as in alarm examples) instead"),
-    as_json: bool = typer.Option(False, "--json", help="print the transcript document as JSON"),
+    rollout: str | None = typer.Option(None, "--rollout", help="The rollout id."),
+    step: int | None = typer.Option(None, "--step", min=0, help="The step, when the rollout id repeats."),
+    key: str | None = typer.Option(None, "--key", help="A transcript_key (as in alarm examples) instead."),
+    as_json: bool = typer.Option(False, "--json", help="Print the transcript document as JSON."),
 ) -> None:
     """Print one rollout's transcript: messages (tool calls too), revealed details, executed code, verdict,
     components."""

@@ -42,3 +42,13 @@ def cli():
         return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
     return invoke
+
+
+def cli_params(command, path=()):
+    """Every (``rewardpipe <command path>``, parameter) of a click command and its subcommands."""
+    if hasattr(command, "commands"):
+        for name, sub in command.commands.items():
+            yield from cli_params(sub, (*path, name))
+        return
+    for param in command.params:
+        yield f"rewardpipe {' '.join(path)}", param

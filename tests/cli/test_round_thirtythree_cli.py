@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import cli_params, write_jsonl
+
 ROOT = Path(__file__).resolve().parents[2]
 ANIMALS = ROOT / "examples" / "your_own_environment"
 
@@ -66,3 +68,49 @@ class TestDoctorSeesAHookChangeTheStateItWasGiven:
     def test_a_clean_environment_still_passes(self, cli, envs):
         result = cli("doctor", "--env", f"{envs}:Clean", "--tasks", ANIMALS / "animals.jsonl", "--json")
         assert result.exit_code == 0, result.output
+
+
+def _help_texts(command):
+    for where, param in cli_params(command):
+        text = (getattr(param, "help", None) or "").strip()
+        if text:
+            yield f"{where} {param.opts[0] if param.opts else param.name}", text
+
+
+def test_every_help_text_is_a_sentence():
+    """`show` and `report` described their options in lower case without a full stop, unlike every other
+    command (the CLI reference lists them side by side)."""
+    import typer.main
+
+    from rewardpipe.cli import app
+
+    odd = [
+        f"{where}: {text!r}"
+        for where, text in _help_texts(typer.main.get_command(app))
+        # (a list of the option's values, `unittest | check`, begins with the first as it is written)
+        if not (text[0].isupper() or " | " in text) or not text.endswith(".")
+    ]
+    assert odd == []
+
+
+def _records(c_varies: bool, steps: int = 4, groups: int = 8, k: int = 4) -> list[dict]:
+    from tests.cli.test_round_thirtyone_monitoring import _record
+
+    return [
+        _record(step, f"g{g}", f"s{step}-g{g}-{i}", f"t{g}", float(i % 2) if c_varies else 1.0, float(i % 2))
+        for step in range(steps)
+        for g in range(groups)
+        for i in range(k)
+    ]
+
+
+@pytest.mark.parametrize("c_varies", [True, False])
+def test_monitor_explains_the_star_only_when_a_row_has_one(cli, tmp_path, c_varies):
+    """`monitor` ended every table with "* alarm active." although no row was starred."""
+    records = write_jsonl(tmp_path / "records.jsonl", _records(c_varies))
+    result = cli("monitor", records)
+    assert result.exit_code == 0, result.output
+    starred = [line for line in result.stdout.splitlines() if " * " in line]
+    assert bool(starred) is (not c_varies), result.stdout
+    assert ("* alarm active" in result.stdout) is bool(starred), result.stdout
+    assert "zero-var groups: share of groups" in result.stdout

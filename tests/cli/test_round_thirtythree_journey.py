@@ -12,7 +12,7 @@ import pytest
 
 from rewardpipe import testing
 from tests.cli import test_init_cmd
-from tests.cli.conftest import write_jsonl
+from tests.cli.conftest import cli_params, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 installed = test_init_cmd.installed  # the fixture: `rewardpipe init` run and the package installed
@@ -67,14 +67,10 @@ class TestASampleWithoutItsReference:
         assert testing.score(MY_REWARD, completion='{"answer": "42"}', reference=None).components["valid_json"] == 1
 
 
-def _options_without_help(command, path=()):
-    if hasattr(command, "commands"):
-        for name, sub in command.commands.items():
-            yield from _options_without_help(sub, (*path, name))
-        return
-    for param in command.params:
+def _options_without_help(command):
+    for where, param in cli_params(command):
         if param.param_type_name == "option" and not (param.help or "").strip():
-            yield f"rewardpipe {' '.join(path)} {param.opts[0]}"
+            yield f"{where} {param.opts[0]}"
 
 
 def test_every_option_says_what_it_does():
