@@ -15,6 +15,7 @@ the real loop and the real sandbox, scores each with the reward, and checks (err
 * ``not_deterministic``: two plays of the reference scenario differ;
 * ``state_not_json`` / ``state_mutated``: a state that does not survive a JSON round trip after some step,
   or a hook (``on_policy_turn``, ``respond``, ``execution_job``) that changed the state it was given;
+* ``task_mutated``: a hook (``start`` too) that changed the task it was given, which every rollout of it shares;
 * ``scenario_failed``: a scenario's policy, or the environment, failed;
 * ``bad_tests``: the reference scenario's execution job has tests that cannot run (they do not parse, never
   call the entry point...);
@@ -417,22 +418,39 @@ class _Watch:
         self.look(state)
         return False
 
-    def changed_by(self, hook: str) -> None:
-        self._add("state_mutated", f"{hook}() changed the state it was given (hooks must return a new state)")
+    def changed_by(self, hook: str, what: str) -> None:
+        if what == "state":
+            self._add("state_mutated", f"{hook}() changed the state it was given (hooks must return a new state)")
+        else:
+            self._add(
+                "task_mutated",
+                f"{hook}() changed the task it was given, which every rollout of the task shares (keep an "
+                f"episode's data in its state)",
+            )
 
     def _add(self, check: str, message: str) -> None:
         if not any(f.check == check for f in self.run.problems):
             self.run.problems.append(Finding(check, f"scenario '{self.run.name}': {message}"))
 
 
-class _Watched:
-    """The environment as doctor plays it: each hook given a state (``on_policy_turn``, ``respond``,
-    ``execution_job``) must leave that state as it was. The platform hands ``on_policy_turn`` and ``respond`` a
-    copy, so the paused states :class:`_Watch` compares never showed a field set on it, and such a hook passed;
-    every other attribute is the environment's own. One for all the plays of a :func:`diagnose` (a hook's
-    calls past ``hook_timeout_s`` are counted per environment object)."""
+def _written(value: Any) -> str | None:
+    """``value`` (a state or a task) as JSON, to compare before and after a hook; None when it cannot be written
+    (a state: state_not_json says so)."""
+    try:
+        return value.model_dump_json()
+    except Exception:  # noqa: BLE001 - whatever keeps it from being written
+        return None
 
-    _HOOKS = frozenset({"on_policy_turn", "respond", "execution_job"})
+
+class _Watched:
+    """The environment as doctor plays it: each hook must leave the state and the task it was given as they were
+    (``start``, ``on_policy_turn``, ``respond``, ``execution_job``). The platform hands ``on_policy_turn`` and
+    ``respond`` a copy of the state, so the paused states :class:`_Watch` compares never showed a field set on it;
+    and the task, shared by every rollout of it, was never compared at all. Every other attribute is the
+    environment's own. One for all the plays of a :func:`diagnose` (a hook's calls past ``hook_timeout_s`` are
+    counted per environment object)."""
+
+    _HOOKS = frozenset({"start", "on_policy_turn", "respond", "execution_job"})
 
     def __init__(self, env: Any) -> None:
         self.__dict__["_doctor_env"] = env
@@ -444,19 +462,13 @@ class _Watched:
         if name not in self._HOOKS or watch is None or not callable(value):
             return value
 
-        def watched(state: Any, *args: Any) -> Any:
-            try:
-                before = state.model_dump_json()
-            except Exception:  # noqa: BLE001 - a state that cannot be written: state_not_json says so
-                before = None
-            result = value(state, *args)
-            if before is not None:
-                try:
-                    changed = state.model_dump_json() != before
-                except Exception:  # noqa: BLE001 - changed into something that cannot even be written
-                    changed = True
-                if changed:
-                    watch.changed_by(name)
+        def watched(*args: Any) -> Any:
+            given = args[:1] if name == "start" else args[:2]  # (task) or (state, task)
+            before = [_written(arg) for arg in given]
+            result = value(*args)
+            for arg, text in zip(given, before, strict=True):
+                if text is not None and _written(arg) != text:  # (one that no longer writes has changed too)
+                    watch.changed_by(name, "task" if arg is given[-1] else "state")
             return result
 
         return watched
@@ -467,6 +479,9 @@ def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, ru
     from rewardpipe.policies import BoundedPlayer
 
     run = ScenarioRun(name)
+    watch = _Watch(env, run)
+    if isinstance(env, _Watched):
+        env.__dict__["_doctor_watch"] = watch
     turns = max_turns or getattr(policy, "max_turns", None) or env.max_turns
     if getattr(env, "hook_timeout_s", None) is not None:  # the player is the environment's code, as its hooks are
         policy = BoundedPlayer(policy, env.hook_timeout_s)
@@ -483,9 +498,6 @@ def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, ru
     except Exception as exc:  # noqa: BLE001
         run.error = f"start() failed: {type(exc).__name__}: {exc}"
         return run
-    watch = _Watch(env, run)
-    if isinstance(env, _Watched):
-        env.__dict__["_doctor_watch"] = watch
     try:
         state = converse(state, task, policy, env, pause=watch)
     except ConversationError as exc:

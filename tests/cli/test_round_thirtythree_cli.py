@@ -39,6 +39,24 @@ class ReturnsTheSameState(AnimalGuess):
 
 class Clean(AnimalGuess):
     pass
+
+
+class RespondChangesTheTask(AnimalGuess):
+    def respond(self, state, task, ctx):
+        task.max_guesses = 99  # every later rollout of the task plays another game
+        return super().respond(state, task, ctx)
+
+
+class PolicyTurnChangesTheTasksFacts(AnimalGuess):
+    def on_policy_turn(self, state, task, text):
+        task.facts["extra"] = True
+        return super().on_policy_turn(state, task, text)
+
+
+class StartChangesTheTask(AnimalGuess):
+    def start(self, task):
+        task.prompt = task.prompt + " Hurry."
+        return super().start(task)
 """
 
 
@@ -54,16 +72,25 @@ class TestDoctorSeesAHookChangeTheStateItWasGiven:
         return path
 
     @pytest.mark.parametrize(
-        "name, hook",
-        [("RespondMutates", "respond"), ("PolicyTurnMutates", "on_policy_turn"), ("ReturnsTheSameState", "respond")],
+        "name, check, said",
+        [
+            ("RespondMutates", "state_mutated", "respond() changed the state it was given"),
+            ("PolicyTurnMutates", "state_mutated", "on_policy_turn() changed the state it was given"),
+            ("ReturnsTheSameState", "state_mutated", "respond() changed the state it was given"),
+            # The task object is shared by every rollout of it (a group's K, every step's): a hook that changed it
+            # changed the game of the rollouts after it, and doctor passed.
+            ("RespondChangesTheTask", "task_mutated", "respond() changed the task it was given"),
+            ("PolicyTurnChangesTheTasksFacts", "task_mutated", "on_policy_turn() changed the task it was given"),
+            ("StartChangesTheTask", "task_mutated", "start() changed the task it was given"),
+        ],
     )
-    def test_a_hook_setting_a_field_fails_doctor(self, cli, envs, name, hook):
+    def test_a_hook_changing_what_it_was_given_fails_doctor(self, cli, envs, name, check, said):
         result = cli("doctor", "--env", f"{envs}:{name}", "--tasks", ANIMALS / "animals.jsonl", "--json")
         assert result.exit_code == 1, result.output
         findings = [f for d in json.loads(result.stdout)["diagnoses"] for f in d["findings"]]
-        mutated = [f["message"] for f in findings if f["check"] == "state_mutated"]
+        mutated = [f["message"] for f in findings if f["check"] == check]
         assert mutated, findings
-        assert f"{hook}()" in mutated[0]
+        assert said in mutated[0]
 
     def test_a_clean_environment_still_passes(self, cli, envs):
         result = cli("doctor", "--env", f"{envs}:Clean", "--tasks", ANIMALS / "animals.jsonl", "--json")
