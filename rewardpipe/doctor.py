@@ -14,8 +14,9 @@ the real loop and the real sandbox, scores each with the reward, and checks (err
   (the components after it and the stored record would see the change);
 * ``not_deterministic``: two plays of the reference scenario differ;
 * ``state_not_json`` / ``state_mutated``: a state that does not survive a JSON round trip after some step,
-  or a hook (``on_policy_turn``, ``respond``, ``execution_job``) that changed the state it was given;
-* ``task_mutated``: a hook (``start`` too) that changed the task it was given, which every rollout of it shares;
+  or a hook (``on_policy_turn``, ``respond``, ``execution_job``, ``metrics``) that changed the state it was given;
+* ``task_mutated``: a hook (``start`` and ``metrics`` too) that changed the task it was given, which every rollout
+  of it shares;
 * ``scenario_failed``: a scenario's policy, or the environment, failed;
 * ``bad_tests``: the reference scenario's execution job has tests that cannot run (they do not parse, never
   call the entry point...);
@@ -448,9 +449,9 @@ class _Watched:
     ``respond`` a copy of the state, so the paused states :class:`_Watch` compares never showed a field set on it;
     and the task, shared by every rollout of it, was never compared at all. Every other attribute is the
     environment's own. One for all the plays of a :func:`diagnose` (a hook's calls past ``hook_timeout_s`` are
-    counted per environment object)."""
+    counted per environment object); :meth:`report_to` names the play its findings go to."""
 
-    _HOOKS = frozenset({"start", "on_policy_turn", "respond", "execution_job"})
+    _HOOKS = frozenset({"start", "on_policy_turn", "respond", "execution_job", "metrics"})
 
     def __init__(self, env: Any) -> None:
         self.__dict__["_doctor_env"] = env
@@ -473,6 +474,11 @@ class _Watched:
 
         return watched
 
+    @staticmethod
+    def report_to(env: Any, watch: _Watch) -> None:
+        if isinstance(env, _Watched):
+            env.__dict__["_doctor_watch"] = watch
+
 
 def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, run_id: str) -> ScenarioRun:
     from rewardpipe.episode import ConversationError, converse, execution_job, start_episode
@@ -480,8 +486,7 @@ def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, ru
 
     run = ScenarioRun(name)
     watch = _Watch(env, run)
-    if isinstance(env, _Watched):
-        env.__dict__["_doctor_watch"] = watch
+    _Watched.report_to(env, watch)
     turns = max_turns or getattr(policy, "max_turns", None) or env.max_turns
     if getattr(env, "hook_timeout_s", None) is not None:  # the player is the environment's code, as its hooks are
         policy = BoundedPlayer(policy, env.hook_timeout_s)
@@ -528,11 +533,11 @@ def diagnose(
 ) -> list[TaskDiagnosis]:
     """One :class:`TaskDiagnosis` per task (see the module docstring); ``reward`` defaults to the
     environment's, ``max_turns`` to each scenario's own limit, else the environment's."""
-    from rewardpipe.episode import env_scenarios, finish_episode
+    from rewardpipe.episode import env_scenarios, episode_metrics, finish_episode
     from rewardpipe.rewards.mutation import changed_inputs, mutating_components, pristine_copy, written_down
 
     reward = reward if reward is not None else env.reward
-    played = _Watched(env)
+    played: Any = _Watched(env)  # the environment, as the episode functions take it
     diagnoses, plays = [], []
     for task in tasks:
         diagnosis = TaskDiagnosis(task.task_id)
@@ -590,9 +595,13 @@ def diagnose(
             if run.job is not None:
                 run.execution = results.get(_job_key(run.job))
             if run.error is None and run.state is not None:
+                # the environment's metrics() first, watched as its other hooks are (a change it made was blamed
+                # on the reward below); then the scoring alone
+                _Watched.report_to(played, _Watch(env, run))
+                metrics = episode_metrics(run.state, task, played)
                 inputs = {"messages": run.state.messages, "task": task, "state": run.state, "execution": run.execution}
                 pristine, before = pristine_copy(inputs), written_down(inputs)
-                run.record = finish_episode(run.state, task, run.execution, reward, env)
+                run.record = finish_episode(run.state, task, run.execution, reward, env, env_metrics=metrics)
                 if pristine is not None and changed_inputs(before, inputs):
                     for finding in mutating_components(reward, pristine):
                         diagnosis.add("component_mutated_input", f"scenario '{run.name}': {finding}")

@@ -53,6 +53,18 @@ class PolicyTurnChangesTheTasksFacts(AnimalGuess):
         return super().on_policy_turn(state, task, text)
 
 
+class MetricsChangesTheTask(AnimalGuess):
+    def metrics(self, state, task):
+        task.max_guesses = 1
+        return {}
+
+
+class MetricsChangesTheState(AnimalGuess):
+    def metrics(self, state, task):
+        state.found = True
+        return {}
+
+
 class StartChangesTheTask(AnimalGuess):
     def start(self, task):
         task.prompt = task.prompt + " Hurry."
@@ -82,6 +94,10 @@ class TestDoctorSeesAHookChangeTheStateItWasGiven:
             ("RespondChangesTheTask", "task_mutated", "respond() changed the task it was given"),
             ("PolicyTurnChangesTheTasksFacts", "task_mutated", "on_policy_turn() changed the task it was given"),
             ("StartChangesTheTask", "task_mutated", "start() changed the task it was given"),
+            # metrics() runs as the episode is scored: its change was blamed on the reward ("no component does
+            # alone: its diagnostics or explain_error?"), and the environment's hook went unnamed
+            ("MetricsChangesTheTask", "task_mutated", "metrics() changed the task it was given"),
+            ("MetricsChangesTheState", "state_mutated", "metrics() changed the state it was given"),
         ],
     )
     def test_a_hook_changing_what_it_was_given_fails_doctor(self, cli, envs, name, check, said):
@@ -91,6 +107,7 @@ class TestDoctorSeesAHookChangeTheStateItWasGiven:
         mutated = [f["message"] for f in findings if f["check"] == check]
         assert mutated, findings
         assert said in mutated[0]
+        assert "component_mutated_input" not in {f["check"] for f in findings}  # the reward changed nothing
 
     def test_a_clean_environment_still_passes(self, cli, envs):
         result = cli("doctor", "--env", f"{envs}:Clean", "--tasks", ANIMALS / "animals.jsonl", "--json")
