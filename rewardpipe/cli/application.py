@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import warnings
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import typer
@@ -98,6 +100,31 @@ def usage_fail(message: str) -> NoReturn:
     fail(message, USAGE_ERROR)
 
 
+#: What a command says when it is stopped part way (Ctrl-C, or the reader of its output gone): what it kept and
+#: how to continue. Set by a command once it writes (``rewardpipe.cli.common.open_run``).
+_ON_STOP: list[Callable[[], str]] = []
+
+
+def when_stopped(say: Callable[[], str]) -> None:
+    _ON_STOP[:] = [say]
+
+
+def _stopped(what: str, code: int) -> NoReturn:
+    said = "; ".join(say() for say in _ON_STOP)
+    fail(f"{what}: {said}" if said else what, code)
+
+
+def _quiet_stdout() -> None:
+    """stdout's reader is gone: what is still buffered for it, and any later write, go nowhere (else the
+    interpreter's last flush would print "Exception ignored ... BrokenPipeError" after the error line)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind it (a test's captured stdout)
+        pass
+
+
 def _finite_copy(value: Any, path: str, why: dict[str, str]) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         why[path or "<value>"] = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
@@ -145,6 +172,7 @@ class GuardedGroup(TyperGroup):
         from rewardpipe.models import InputFileError
         from rewardpipe.store import StoreError
 
+        _ON_STOP.clear()  # (a test runs several commands in one process)
         try:
             with warnings.catch_warnings():  # restores Python's own display when the command ends
                 warnings.showwarning = _plain_warnings(warnings.showwarning)
@@ -155,6 +183,11 @@ class GuardedGroup(TyperGroup):
             fail(str(exc))
         except UnicodeDecodeError as exc:
             fail(f"input is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        except KeyboardInterrupt:  # Ctrl-C: the usual status, and what was kept
+            _stopped("interrupted", 130)
+        except BrokenPipeError:  # `rewardpipe ... | head`: said as what it is, not a bare "Broken pipe"
+            _quiet_stdout()
+            _stopped("stopped: the reader of the output closed it (a pipe such as `| head` ended)", DATA_ERROR)
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")

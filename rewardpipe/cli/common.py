@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rewardpipe.cli.application import error_line, fail, note, usage_fail
+from rewardpipe.cli.application import error_line, fail, note, usage_fail, when_stopped
 from rewardpipe.models import InputFileError, Record, RunManifest
 from rewardpipe.references import meant_reference as meant_reference  # its home until round twenty-nine
 from rewardpipe.safe_text import escape_lone_surrogates
@@ -623,6 +623,13 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         fail(str(exc))
 
 
+def resume_hint(command: str, run_id: str, out_dir: str) -> str:
+    """The command that finishes a run whose records could not all be stored (the same options besides)."""
+    from shlex import quote
+
+    return f"rewardpipe {command} ... --out {quote(str(out_dir))} --run-id {quote(run_id)} --resume"
+
+
 def open_run(
     location: str, manifest: RunManifest, *, overwrite: bool, resume: bool, spill: Path | None
 ) -> tuple[Any, set[str], RecordWriter]:
@@ -647,6 +654,8 @@ def open_run(
             lock.close()
         raise
     writer = RecordWriter(store, spill or default_spill_path(manifest.run_id), lock)
+    hint = resume_hint(manifest.command, manifest.run_id, location)
+    when_stopped(lambda: f"{writer.stored} record(s) stored by this command are kept: continue with {hint}")
     save_manifest(writer, manifest)
     return store, already, writer
 

@@ -42,6 +42,7 @@ from rewardpipe.cli.common import (
     nothing_scored,
     open_run,
     parse_options,
+    resume_hint,
     save_manifest,
     utc_now,
     warn_of_run,
@@ -79,13 +80,6 @@ class PolicyName(str, Enum):
 class SimulatorName(str, Enum):
     rule = "rule"
     openai = "openai"
-
-
-def _resume_hint(command: str, run_id: str, out_dir: str) -> str:
-    """The command that finishes a run whose records could not all be stored (the same options besides)."""
-    from shlex import quote
-
-    return f"rewardpipe {command} ... --out {quote(str(out_dir))} --run-id {quote(run_id)} --resume"
 
 
 def _positive(name: str, value: float) -> None:
@@ -443,7 +437,7 @@ def run(
     else:
         _print_run_summary(run_id, store.path_of(run_prefix(run_id)), reports, all_alarms)
     warn_of_run(run_warnings(reports))
-    exit_for_losses(writer, alarm_failures, unchecked_steps, resume=_resume_hint("run", run_id, out_dir))
+    exit_for_losses(writer, alarm_failures, unchecked_steps, resume=resume_hint("run", run_id, out_dir))
     if unknown:
         _report_unknown_tasks(Counter(str(u.task_id) for u in unknown), tasks)
     kinds: Counter[str] = Counter()
@@ -844,7 +838,7 @@ def score(
         if error_kinds:  # "errors 3" alone sent a user to --json to learn what they were
             kinds = ", ".join(f"{kind} {count}" for kind, count in error_kinds.most_common())
             sys.stdout.write(printable(f"errors: {kinds}; e.g. {first_error[0]}") + "\n")
-    exit_for_losses(writer, 0, resume=_resume_hint("score", run_id, out_dir))
+    exit_for_losses(writer, 0, resume=resume_hint("score", run_id, out_dir))
     if unknown_tasks:
         _report_unknown_tasks(unknown_tasks, tasks)
     if taskless:

@@ -158,3 +158,83 @@ def test_monitor_explains_the_star_only_when_a_row_has_one(cli, tmp_path, c_vari
     assert bool(starred) is (not c_varies), result.stdout
     assert ("* alarm active" in result.stdout) is bool(starred), result.stdout
     assert "zero-var groups: share of groups" in result.stdout
+
+
+SLOW_REWARD = """
+import time
+from rewardpipe import Reward, component
+
+@component(range=(0, 1), role="outcome")
+def short(completion):
+    time.sleep(0.005)
+    return float(len(completion) < 3)
+
+REWARD = Reward("slow", [short])
+"""
+
+
+class TestStoppedMidWay:
+    """`score` (and `run`) stopped by Ctrl-C ended with exit 130 and not a word, and stopped by the reader of its
+    output going away (`score --json | head`) with a bare "error: Broken pipe": nothing said what was kept or that
+    `--resume` continues. Both now say how many records are stored and give the command that continues."""
+
+    @pytest.fixture
+    def scoring(self, tmp_path):
+        import os
+        import signal
+        import subprocess
+        import sys
+
+        (tmp_path / "slow.py").write_text(SLOW_REWARD)
+        samples = tmp_path / "samples.jsonl"
+        answers = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "ok"}]
+        write_jsonl(samples, [{"rollout_id": f"r{i}", "messages": answers} for i in range(3000)])
+        args = ["score", samples, "--reward", f"{tmp_path / 'slow.py'}:REWARD", "--out", tmp_path / "store"]
+        args += ["--run-id", "exp", "--batch-size", "8"]
+        command = [sys.executable, "-m", "rewardpipe", *map(str, args)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+        def start(*extra):
+            return subprocess.Popen(
+                [*command, *extra],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's Ctrl-C finds it
+            )
+
+        return start, command, env
+
+    @staticmethod
+    def _stored(tmp_path):
+        return len([p for p in (tmp_path / "store/runs/exp").glob("step=0/*/*.json")])
+
+    def test_ctrl_c_says_what_is_kept_and_how_to_continue(self, scoring, tmp_path):
+        import signal
+        import subprocess
+
+        start, command, env = scoring
+        process = start("--json")
+        assert process.stdout.readline().startswith(b"{")  # scoring is under way
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+        err = err.decode()
+        assert process.returncode == 130, err
+        assert "interrupted" in err and "Traceback" not in err, err
+        assert "record(s) stored by this command are kept" in err and "--run-id exp --resume" in err, err
+        assert 0 < self._stored(tmp_path) < 3000
+        resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+        assert self._stored(tmp_path) == 3000
+
+    def test_a_reader_that_goes_away_is_said_so(self, scoring, tmp_path):
+        start, _, _ = scoring
+        process = start("--json")
+        assert process.stdout.readline().startswith(b"{")
+        process.stdout.close()  # `| head -n 1`
+        err = process.stderr.read().decode()
+        process.wait(timeout=120)
+        assert process.returncode == 1, err
+        assert "the reader of the output closed it" in err and "--run-id exp --resume" in err, err
+        assert "Exception ignored" not in err and "Traceback" not in err, err
+        assert 0 < self._stored(tmp_path) < 3000
