@@ -558,6 +558,9 @@ def new_manifest(
     )
 
 
+MAX_GENERATED_ID_ATTEMPTS = 20  # default run ids tried (<timestamp>, -2, -3...) before the clash is reported
+
+
 def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: bool) -> set[str]:
     """Make ``manifest.run_id`` this experiment's, in ``store``. Returns the keys already stored (to skip).
 
@@ -631,11 +634,19 @@ def resume_hint(command: str, run_id: str, out_dir: str) -> str:
 
 
 def open_run(
-    location: str, manifest: RunManifest, *, overwrite: bool, resume: bool, spill: Path | None
+    location: str,
+    manifest: RunManifest,
+    *,
+    overwrite: bool,
+    resume: bool,
+    spill: Path | None,
+    generated_id: bool = False,
 ) -> tuple[Any, set[str], RecordWriter]:
     """Open the store, claim the run id (see :func:`claim_run`), save the manifest and get a writer.
 
-    Returns ``(store, keys already stored, writer)``; call only once every input has been checked.
+    Returns ``(store, keys already stored, writer)``; call only once every input has been checked. A
+    ``generated_id`` (the default timestamp, no ``--run-id`` given) taken already in the store, by a run started in
+    the same second, becomes ``<timestamp>-2``, ``-3``...: ``manifest.run_id`` is the one claimed.
     """
     from rewardpipe.store import StoreError, open_store
 
@@ -643,10 +654,18 @@ def open_run(
         store = open_store(location)
     except StoreError as exc:
         fail(str(exc))
-    try:
-        lock = store.lock_run(manifest.run_id)  # held until the writer closes: one process per run id
-    except StoreError as exc:
-        fail(str(exc))
+    base, attempts = manifest.run_id, (MAX_GENERATED_ID_ATTEMPTS if generated_id and not resume else 1)
+    for attempt in range(1, attempts + 1):
+        manifest.run_id = base if attempt == 1 else f"{base}-{attempt}"
+        try:
+            if attempt < attempts and store.run_has_records(manifest.run_id):
+                continue
+            lock = store.lock_run(manifest.run_id)  # held until the writer closes: one process per run id
+        except StoreError as exc:
+            if attempt < attempts:  # (another run of this second holds it)
+                continue
+            fail(str(exc))
+        break
     try:
         already = claim_run(store, manifest, overwrite=overwrite, resume=resume)
     except BaseException:

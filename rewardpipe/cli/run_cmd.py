@@ -117,7 +117,13 @@ def run(
     out_dir: str = typer.Option(
         ".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."
     ),
-    run_id: str | None = typer.Option(None, help="Run id (default: a UTC timestamp). One run id is one experiment."),
+    run_id: str | None = typer.Option(
+        None,
+        help=(
+            "Run id (default: the UTC time, with -2, -3... if a run of the same second took it). One run id is one "
+            "experiment."
+        ),
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete everything stored under the run id first."),
     resume: bool = typer.Option(
         False, "--resume", help="Continue the run id with the same configuration; rollouts already stored are skipped."
@@ -179,6 +185,7 @@ def run(
     # Every input is checked before anything is written.
     if overwrite and resume:
         usage_fail("--overwrite and --resume cannot be combined")
+    generated_id = run_id is None
     run_id = check_run_id(datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
     options = parse_options(env_option, "--env-option")
     if simulator is SimulatorName.openai:
@@ -268,11 +275,14 @@ def run(
     from rewardpipe.monitoring.messages import run_warnings
 
     try:
-        store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
+        store, already, writer = open_run(
+            out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill, generated_id=generated_id
+        )
     except BaseException:
         if own_executor:
             executor.close()
         raise
+    run_id = manifest.run_id  # (a default id a run of the same second had taken is made unique)
     alarm_failures = 0
     unchecked_steps: list[int] = []
     try:

@@ -238,3 +238,29 @@ class TestStoppedMidWay:
         assert "the reader of the output closed it" in err and "--run-id exp --resume" in err, err
         assert "Exception ignored" not in err and "Traceback" not in err, err
         assert 0 < self._stored(tmp_path) < 3000
+
+
+def test_two_runs_started_in_the_same_second_get_two_run_ids(tmp_path, cli, monkeypatch):
+    """The default run id is the UTC time to the second: a second `rewardpipe run` into the same store within that
+    second was refused ("run id '...' already holds records ... use another --run-id"), a script's second experiment
+    lost (and a CI flake of the journey test that runs init's commands back to back). A default id already taken
+    becomes ``<timestamp>-2``; a run id the user gave is still refused as before."""
+    from datetime import datetime
+
+    import rewardpipe.cli.run_cmd as run_cmd
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 12, 5, 18, 0, 59, tzinfo=tz)
+
+    monkeypatch.setattr(run_cmd, "datetime", Frozen)
+    tasks = ROOT / "rewardpipe/data/tasks.jsonl"
+    args = ("run", "--tasks", tasks, "--policy", "scripted", "--group-size", "2", "--steps", "1", "--out", tmp_path)
+    first, second = cli(*args, "--json"), cli(*args, "--json")
+    assert first.exit_code == 0 and second.exit_code == 0, second.output
+    ids = [json.loads(result.stdout)["run_id"] for result in (first, second)]
+    assert ids == ["20261205T180059Z", "20261205T180059Z-2"]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")) == ids
+    given = cli(*args, "--run-id", "20261205T180059Z")
+    assert given.exit_code == 1 and "already holds records" in given.output
