@@ -219,24 +219,35 @@ def content_to_text(content: Any) -> str:
     """Flatten OpenAI-style content (a string or a list of parts) into plain text.
 
     Parts may be strings or ``{"type": "text", "text": ...}`` dicts; non-text parts (images, tool
-    payloads) carry nothing a text reward can score, so they are skipped rather than rejected.
+    payloads) carry nothing a text reward can score, so they are skipped rather than rejected. A text part
+    whose text is not a string, or a part that is neither a string nor an object, is refused (a malformed answer,
+    never text read as empty and scored 0).
     """
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        pieces: list[str] = []
-        for part in content:
-            if isinstance(part, str):
-                pieces.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                pieces.append(part["text"])
-        return "".join(pieces)
-    if isinstance(content, dict) and isinstance(content.get("text"), str):
-        text: str = content["text"]
-        return text
+        return "".join(_part_text(part) for part in content)
+    if isinstance(content, dict) and "text" in content:  # (one text part, not in a list)
+        return _part_text(content)
     raise ValueError(f"message content must be a string or a list of text parts, got {type(content).__name__}")
+
+
+def _part_text(part: Any) -> str:
+    """The text of one content part ('' for a part of another kind: an image, a tool payload)."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        raise ValueError(f"a message content part must be a string or an object, got {type(part).__name__}")
+    if "text" in part:
+        text = part["text"]
+        if not isinstance(text, str):
+            raise ValueError(f"a message content part's 'text' must be a string, got {type(text).__name__}")
+        return text
+    if part.get("type") == "text":
+        raise ValueError("a message content part of type 'text' has no 'text'")
+    return ""
 
 
 def _is_none(value: Any) -> bool:

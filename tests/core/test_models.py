@@ -220,3 +220,22 @@ def test_nova_output_never_emits_non_finite_numbers():
 @pytest.mark.parametrize("sample_id", ["abc", 7, None, {"k": 1}])
 def test_nova_output_echoes_the_id_unchanged(sample_id):
     assert nova_output(sample_id, 1.0, {}, {})["id"] == sample_id
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        [{"type": "text", "text": 5}],
+        [{"type": "text", "text": None}],
+        [{"type": "text"}],
+        ["a", ["nested"]],
+        ["a", 7],
+        {"type": "text", "text": ["x"]},
+    ],
+    ids=["int-text", "null-text", "no-text", "nested-list", "int-part", "dict-list-text"],
+)
+def test_a_malformed_text_part_is_refused_not_read_as_empty(content):
+    """Round thirty-three: such parts were skipped, so a malformed answer read as '' and was scored (0.0, unflagged)
+    where it should be a malformed sample."""
+    with pytest.raises(ValidationError, match="content"):
+        Message(role="assistant", content=content)
