@@ -500,6 +500,7 @@ class Bridge:
         error,
         own_record: bool = False,
     ):
+        neutral = error is not None and self.config.error_reward == "neutral"
         response, envelope = rollout_result(
             request.sample_id,
             request.rewards.range,
@@ -509,6 +510,7 @@ class Bridge:
             components=components,
             metrics=metrics,
             error=error,
+            group_scores=self._group_scores(entry, request.rewards.range) if neutral else (),
         )
         body = response.model_dump(mode="json") if response is not None else None
         claim = self._claim(entry, body, envelope)
@@ -535,6 +537,7 @@ class Bridge:
             if "_key" in entry:
                 self._delete(self._claim_key(entry["_key"]))
             raise
+        self._file_group_score(entry, body)
         if body is None:
             logger.error("error_reward=fail_batch: not answering %s (%s)", request.sample_id, error)
             out = {"status": "unanswered", "envelope": envelope}
@@ -546,6 +549,36 @@ class Bridge:
         if "deadline" in entry:  # answered: no longer in flight (what the sweeper lists and the alarm measures)
             self._delete(self._due_key(entry, entry["execution"]))
         return out
+
+    def _group_prefix(self, entry: dict[str, Any]) -> str:
+        """Where the scores answered for one GRPO group of one training round are filed (``nova/groups/``)."""
+        group = f"{entry.get('group', entry.get('sample_id', ''))}\x00{int(entry.get('step', 0))}"
+        return f"{PREFIX}groups/{hashlib.sha256(group.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}/"
+
+    def _file_group_score(self, entry: dict[str, Any], body: Any) -> None:
+        """File the score of a scored answer just sent under its group, for the ``neutral`` answer of a group-mate
+        that errs later (:meth:`_group_scores`); an error answer is no score and is not filed."""
+        if not isinstance(body, dict) or body.get("stop_reason") == "error" or "execution" not in entry:
+            return
+        score = (body.get("rewards") or {}).get("aggregate_score")
+        self.store.put_json(
+            f"{self._group_prefix(entry)}{entry['execution']}.json",
+            {"score": score, "range": list(entry.get("range") or [])},
+        )
+
+    def _group_scores(self, entry: dict[str, Any], target: tuple[float, float]) -> list[float]:
+        """The scores answered so far for the scored rollouts of ``entry``'s group in this round and range: what a
+        ``neutral`` error answer averages. Group-mates still running are not waited for (Nova's ``rollout.timeout``
+        runs for each request): an error answered before any of them is scored gets the middle of the range."""
+        list_keys = getattr(self.store, "list_keys", None)
+        if not callable(list_keys):
+            return []
+        scores = []
+        for key in list_keys(self._group_prefix(entry)):
+            filed = self.store.get_json(key, default=None)
+            if isinstance(filed, dict) and list(filed.get("range") or []) == list(target):
+                scores.append(filed.get("score"))
+        return scores
 
     @staticmethod
     def _claim_key(request_path: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -198,8 +198,9 @@ class BridgeConfig(DeferredModel):
       last ``_N`` (inferred from Nova's ids, not documented). An id it does not match is a group of its own.
     * ``range_mapping``: ``linear`` maps the reward's own [min, max] onto ``rewards.range``; ``clip`` keeps
       the raw aggregate and clips it into the range.
-    * ``error_reward``: what an unscorable rollout answers: ``neutral`` (mid-range), ``zero`` (the mapped
-      value of an aggregate of 0, clipped), or ``fail_batch`` (answer nothing: Nova's ``rollout.timeout``
+    * ``error_reward``: what an unscorable rollout answers: ``neutral`` (the mean of the scores already answered
+      for the scored rollouts of its group, mid-range when none is answered yet: :func:`error_score`), ``zero``
+      (the mapped value of an aggregate of 0, clipped), or ``fail_batch`` (answer nothing: Nova's ``rollout.timeout``
       fails the training job, for users who prefer a failed job to a substituted reward). Every error
       answer carries ``reward_error`` = 1 and ``error_<kind>`` = 1 in its metrics.
     * ``rollout_budget_s``: wall-clock budget of one rollout, kept below Nova's ``rollout.timeout``.
@@ -334,12 +335,25 @@ def map_into_range(aggregate: float, bounds: tuple[float, float], target: tuple[
     return min(hi, max(lo, value))
 
 
-def error_score(config: BridgeConfig, target: tuple[float, float], bounds: tuple[float, float]) -> float | None:
-    """The score an unscorable rollout answers with; ``None`` for ``fail_batch`` (answer nothing)."""
+def error_score(
+    config: BridgeConfig,
+    target: tuple[float, float],
+    bounds: tuple[float, float],
+    group_scores: Sequence[float] = (),
+) -> float | None:
+    """The score an unscorable rollout answers with; ``None`` for ``fail_batch`` (answer nothing).
+
+    ``neutral``: the mean of ``group_scores`` (the answers already sent to the scored rollouts of the same GRPO group,
+    in this range), so the error's advantage is about 0 as in the single-turn path
+    (:func:`rewardpipe.single_turn.apply_error_reward`); the middle of ``target`` only when the group has no scored
+    rollout yet (a rollout is answered alone, when it ends: the group-mates still running are not known then)."""
     if config.error_reward == "fail_batch":
         return None
     if config.error_reward == "zero":
         return map_into_range(0.0, bounds, target, config.range_mapping)
+    scored = [float(value) for value in group_scores if _finite_number(value)]
+    if scored:
+        return min(target[1], max(target[0], math.fsum(value / len(scored) for value in scored)))
     return (target[0] + target[1]) / 2.0
 
 
@@ -376,10 +390,12 @@ def rollout_result(
     metrics: dict[str, Any] | None = None,
     error: ErrorInfo | None = None,
     stop_reason: str = "end_of_conversation",
+    group_scores: Sequence[float] = (),
 ) -> tuple[RolloutResponse | None, dict[str, Any]]:
     """(rollout response to send, or None under ``fail_batch``; the report envelope). The aggregate, components
     and metrics come from the rollout's output (JSON): any that is no finite number (a string, an integer past a
-    float) is an error answer for the aggregate, and left out of the envelope for a component or a metric."""
+    float) is an error answer for the aggregate, and left out of the envelope for a component or a metric.
+    ``group_scores``: the scores already answered for the group's scored rollouts (:func:`error_score`)."""
     bounds = reward_bounds(reward)
     components = {name: float(value) if _finite_number(value) else None for name, value in components.items()}  # type: ignore[arg-type]
     metrics = {
@@ -393,7 +409,7 @@ def rollout_result(
     if error is None:
         score = map_into_range(float(aggregate), bounds, target, config.range_mapping)
     else:
-        fallback = error_score(config, target, bounds)
+        fallback = error_score(config, target, bounds, group_scores)
         envelope = report_envelope(
             sample_id, fallback if fallback is not None else 0.0, components, dict(metrics or {}), error
         )

@@ -1,0 +1,69 @@
+"""Round thirty-three follow-ups on the Nova multi-turn bridge (delegated rollouts)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rewardpipe.integrations.nova.protocol import BridgeConfig, error_score
+from tests.integrations.nova.test_nova_contract import FakeSfn, _bridge, _in_flight, _scored_output
+
+
+def _answered(bridge, sample_id: str) -> dict:
+    (sent,) = [
+        json.loads(m["MessageBody"]) for m in bridge.sqs.sent if json.loads(m["MessageBody"])["sample_id"] == sample_id
+    ]
+    return sent
+
+
+def _scored(aggregate: float) -> str:
+    output = json.loads(_scored_output("runs/nova/x.json"))
+    return json.dumps({**output, "aggregate_reward_score": aggregate})
+
+
+def test_a_neutral_error_answer_is_the_mean_of_its_groups_scored_rollouts_not_the_middle_of_the_range():
+    """A mid-range error answer has a GRPO advantage whenever the group's mean is elsewhere: an infrastructure
+    failure taught the policy. Now it is the mean of the group's scored answers, as in the single-turn path."""
+    bridge, clock = _bridge(sfn=FakeSfn())
+    entries = {sample: _in_flight(bridge, clock, sample) for sample in ("p-1_0", "p-1_1", "p-1_2", "q-9_0")}
+    # The reward's own range is [-0.5, 1.6], mapped linearly onto [0, 1].
+    bridge.respond(entries["p-1_0"]["execution"], "SUCCEEDED", _scored(1.6))  # 1.0
+    bridge.respond(entries["p-1_1"]["execution"], "SUCCEEDED", _scored(-0.5 + 2.1 * 0.6))  # 0.6
+    bridge.respond(entries["q-9_0"]["execution"], "SUCCEEDED", _scored(-0.5))  # another group: 0.0
+    bridge.respond(entries["p-1_2"]["execution"], "FAILED", None)
+    failed = _answered(bridge, "p-1_2")
+    assert failed["stop_reason"] == "error"
+    assert failed["rewards"]["aggregate_score"] == pytest.approx(0.8)  # (1.0 + 0.6) / 2, not 0.5
+    report = bridge.store.get_json(f"nova/reports/{entries['p-1_2']['execution']}.json")
+    assert {"name": "reward_error", "value": 1, "type": "Metric"} in report["metrics_list"]
+
+
+def test_an_error_answered_before_any_group_mate_is_scored_gets_the_middle_of_the_range():
+    bridge, clock = _bridge(sfn=FakeSfn())
+    first = _in_flight(bridge, clock, "r-1_0")
+    _in_flight(bridge, clock, "r-1_1")  # still running: not waited for
+    bridge.respond(first["execution"], "FAILED", None)
+    assert _answered(bridge, "r-1_0")["rewards"]["aggregate_score"] == pytest.approx(0.5)
+
+
+def test_error_answers_and_other_rounds_never_count_as_the_groups_scores():
+    bridge, clock = _bridge(sfn=FakeSfn())
+    samples = ("g-1_0", "g-1_1", "g-1_2")
+    for sample in samples:  # round 0: every sample scored 1.0
+        bridge.respond(_in_flight(bridge, clock, sample)["execution"], "SUCCEEDED", _scored(1.6))
+    clock["now"] += 1  # the same samples requested again: the next training round
+    b, c, d = (_in_flight(bridge, clock, sample) for sample in samples)
+    bridge.respond(b["execution"], "FAILED", None)  # round 1 has nothing scored yet: mid-range
+    assert json.loads(bridge.sqs.sent[-1]["MessageBody"])["rewards"]["aggregate_score"] == pytest.approx(0.5)
+    bridge.respond(c["execution"], "SUCCEEDED", _scored(-0.5))  # 0.0
+    bridge.respond(d["execution"], "FAILED", None)  # b's error answer is no score, round 0 another round: 0.0
+    assert json.loads(bridge.sqs.sent[-1]["MessageBody"])["rewards"]["aggregate_score"] == pytest.approx(0.0)
+
+
+def test_error_score_keeps_the_other_policies_and_stays_in_range():
+    bounds = (-0.5, 1.6)
+    assert error_score(BridgeConfig(), (0.0, 1.0), bounds, [0.2, 0.4]) == pytest.approx(0.3)
+    assert error_score(BridgeConfig(), (0.0, 1.0), bounds, [float("nan")]) == pytest.approx(0.5)
+    assert error_score(BridgeConfig(error_reward="zero"), (0.0, 1.0), bounds, [0.9]) == pytest.approx(0.5 / 2.1)
+    assert error_score(BridgeConfig(error_reward="fail_batch"), (0.0, 1.0), bounds, [0.9]) is None
