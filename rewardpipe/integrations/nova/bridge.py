@@ -573,11 +573,13 @@ class Bridge:
         list_keys = getattr(self.store, "list_keys", None)
         if not callable(list_keys):
             return []
-        scores = []
+        scores: list[float] = []
         for key in list_keys(self._group_prefix(entry)):
             filed = self.store.get_json(key, default=None)
             if isinstance(filed, dict) and list(filed.get("range") or []) == list(target):
-                scores.append(filed.get("score"))
+                score = filed.get("score")
+                if isinstance(score, (int, float)) and not isinstance(score, bool):
+                    scores.append(float(score))
         return scores
 
     @staticmethod
