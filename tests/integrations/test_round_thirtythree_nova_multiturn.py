@@ -67,3 +67,59 @@ def test_error_score_keeps_the_other_policies_and_stays_in_range():
     assert error_score(BridgeConfig(), (0.0, 1.0), bounds, [float("nan")]) == pytest.approx(0.5)
     assert error_score(BridgeConfig(error_reward="zero"), (0.0, 1.0), bounds, [0.9]) == pytest.approx(0.5 / 2.1)
     assert error_score(BridgeConfig(error_reward="fail_batch"), (0.0, 1.0), bounds, [0.9]) is None
+
+
+# --------------------------------------------------------------------------------------------------
+# A tool environment on the Nova channel
+
+
+def _tool_bridge(env):
+    from rewardpipe.envs.tool_call import ToolCallTask
+
+    bridge, clock = _bridge(sfn=FakeSfn())
+    bridge.environment, bridge.task_model = env, ToolCallTask if env is not None else None
+    return bridge, clock
+
+
+def _tool_task() -> dict:
+    from rewardpipe.envs.tool_call import BUNDLED_TASKS
+    from rewardpipe.envs.tool_call.tasks import ToolCallTask
+    from rewardpipe.models import load_task_rows
+
+    return load_task_rows(BUNDLED_TASKS, ToolCallTask)[0].model_dump(mode="json")
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["inline", "stored"])
+def test_a_tool_environment_is_refused_at_rollout_start_naming_the_fix(stored):
+    """Nova's generate request has no tools field: the model would never see the tools it is trained to call."""
+    from rewardpipe.envs.tool_call import ENVIRONMENT
+
+    bridge, clock = _tool_bridge(ENVIRONMENT)
+    task = _tool_task()
+    if stored:
+        bridge.store.put_json(f"tasks/nova/{task['task_id']}.json", task)
+    data = {"task_id": task["task_id"]} if stored else {"task": task}
+    out = bridge.intake({"version": "v0", "timestamp": clock["now"], "sample_id": "tool-1_0", "data": data})
+    assert out["status"] == "rejected_answered" and not bridge.sfn.started  # no rollout started
+    answer = _answered(bridge, "tool-1_0")
+    assert answer["stop_reason"] == "error"
+    (record,) = [v for k, v in bridge.store.objects.items() if k.startswith("runs/")]
+    assert record["status"] == "error" and record["error"]["kind"] == "unsupported_environment"
+    message = record["error"]["message"]
+    assert "tool_schemas" in message and "no tools field" in message and "system prompt" in message
+
+
+def test_an_environment_without_tools_still_starts_its_rollouts():
+    from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
+    from rewardpipe.envs.tool_call import ToolCallEnvironment
+
+    class NoTools(ToolCallEnvironment):
+        def tool_schemas(self, task=None):
+            return []
+
+    for env in (AskBeforeCoding(), NoTools()):
+        bridge, clock = _tool_bridge(env)
+        bridge.task_model = None if isinstance(env, AskBeforeCoding) else bridge.task_model
+        data = {"task_id": "t"}  # a stored task that is not there: the rollout itself reports it
+        out = bridge.intake({"version": "v0", "timestamp": clock["now"], "sample_id": "n-1_0", "data": data})
+        assert out["status"] == "started" and bridge.sfn.started

@@ -34,6 +34,7 @@ def bridge_from_env(env: Mapping[str, str] | None = None) -> Bridge:
         ),
         state_machine_arn=env.get("STATE_MACHINE_ARN", ""),
         task_model=settings.environment.task_model,
+        environment=settings.environment,
     )
 
 

@@ -131,6 +131,9 @@ class Bridge:
     # The deployed environment's task model: inline task rows are validated with it at intake (issue 20). None:
     # the built-in coding Task.
     task_model: Any = None
+    # The deployed environment: a rollout whose task it offers tools for is refused at intake (:meth:`_tools_refusal`).
+    # None: not checked (the built-in coding environment offers none).
+    environment: Any = None
 
     def __post_init__(self) -> None:
         if self.config.range_mapping == "linear":  # refused here, not answered with the bottom of every range
@@ -239,6 +242,9 @@ class Bridge:
             task, task_key = task_source(request, self.config, *([self.task_model] if self.task_model else []))
         except NovaProtocolError as exc:
             return self._reject(request, name, step, ErrorInfo(kind="bad_input", message=str(exc)))
+        refusal = self._tools_refusal(task, task_key)
+        if refusal is not None and known is None:
+            return self._reject(request, name, step, refusal)
         group = group_of(request.sample_id, self.config)
         if known is None:
             sent_at = request_time(request.timestamp, self.clock())
@@ -281,6 +287,41 @@ class Bridge:
             entry = {**entry, "execution": started}
         self.store.put_json(path, entry)
         return {"status": "started", "execution": started}
+
+    def _tools_refusal(self, task: Any, task_key: str | None) -> ErrorInfo | None:
+        """An ``unsupported_environment`` error when the deployed environment offers the model tools for this task
+        (its ``tool_schemas``): Nova's generate request has no tools field, so Nova's model would never see them and
+        every rollout would train a policy on tools it was never shown. None when it offers none, or when the task
+        cannot be read here (a stored task that is missing or not the environment's: the rollout says so itself)."""
+        from rewardpipe.episode import env_tool_schemas
+
+        env = self.environment
+        schemas = env_tool_schemas(env) if env is not None else None
+        if schemas is None:
+            return None
+        if callable(schemas):
+            if task is None and task_key is not None:
+                stored = self.store.get_json(task_key, default=None)
+                try:
+                    task = (self.task_model or _default_task_model()).model_validate(stored)
+                except Exception:  # noqa: BLE001 - the rollout reports an unreadable task as it always did
+                    return None
+            try:
+                schemas = schemas(task)
+            except Exception:  # noqa: BLE001 - a failing tool_schemas is the rollout's own simulator_error
+                return None
+        if not schemas:
+            return None
+        name = getattr(env, "name", type(env).__name__)
+        message = (
+            f"environment '{name}' offers the model tools (tool_schemas), and Nova's generate request carries no "
+            f"tools field, so Nova's model would never see them. Fix: describe the tools in the environment's "
+            f"system prompt and read the calls from the reply's text (the built-in tool_call environment reads "
+            f"<tool_call> tags), and give the deployed environment no tool_schemas; or train it with a trainer "
+            f"adapter, whose turns carry the tools"
+        )
+        logger.error("rollout refused: %s", message)
+        return ErrorInfo(kind="unsupported_environment", message=message)
 
     def _client(self) -> Any:
         from rewardpipe.aws.client import RolloutClient
@@ -757,6 +798,12 @@ class Bridge:
             aggregate=None,
         )
         put_record_once(self.store, record)
+
+
+def _default_task_model() -> Any:
+    from rewardpipe.models import Task
+
+    return Task
 
 
 def _output_object(output: Any) -> dict[str, Any] | None:
