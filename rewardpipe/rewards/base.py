@@ -253,6 +253,60 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
+#: The longest file path a ``component_raised`` error shows (its tail is kept: the file's own name).
+RAISED_PATH_CHARS = 80
+
+
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    """Directories whose frames are never the user's: rewardpipe's own package and Python's standard library."""
+    import sysconfig
+    from pathlib import Path
+
+    import rewardpipe
+
+    paths = sysconfig.get_paths()
+    dirs = {str(Path(rewardpipe.__file__).resolve().parent)} | {
+        str(Path(paths[key]).resolve()) for key in ("stdlib", "platstdlib") if paths.get(key)
+    }
+    return tuple(sorted(d.rstrip("/\\") + "/" for d in dirs))
+
+
+def user_location(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost frame of ``exc``'s traceback that is the user's code: never one of
+    rewardpipe's own frames nor the standard library's, and outside installed packages (``site-packages``) when
+    there is one (else the outermost user frame: the component itself, installed as a package). None when no frame
+    is the user's (an error rewardpipe raised about a returned value). The path is relative to the working
+    directory when under it, its tail kept past :data:`RAISED_PATH_CHARS`, control characters escaped."""
+    import os
+    import traceback
+
+    from rewardpipe.safe_text import printable
+
+    libraries = _library_dirs()
+    frames = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        name = frame.filename
+        if not name or name.startswith("<"):
+            continue
+        full = os.path.realpath(name).replace("\\", "/")
+        if not full.startswith(libraries):
+            frames.append((full, frame.lineno))
+    if not frames:
+        return None
+    own = [f for f in frames if "/site-packages/" not in f[0] and "/dist-packages/" not in f[0]]
+    path, line = own[-1] if own else frames[0]
+    try:
+        relative = os.path.relpath(path)
+        path = relative if not relative.startswith("..") else path
+    except ValueError:  # another drive (Windows)
+        pass
+    path = printable(path, keep_newlines=False)
+    if len(path) > RAISED_PATH_CHARS:
+        path = "..." + path[-(RAISED_PATH_CHARS - 3) :]
+    return f"{path}:{line}"
+
+
 def how_failed(exc: BaseException) -> str:
     """How user code failed, said after what failed: ``called sys.exit(3)``, or ``raised Type: first line``."""
     if isinstance(exc, SystemExit):
@@ -268,7 +322,9 @@ def raised_error(name: str, exc: BaseException) -> ErrorInfo:
 
         reason = printable(str(exc.reason), keep_newlines=False)[:RAISED_MESSAGE_CHARS]
         return ErrorInfo(kind="component_unavailable", message=f"component '{name}' could not compute: {reason}")
-    return ErrorInfo(kind="component_raised", message=f"component '{name}' raised {first_line(exc)}")
+    where = user_location(exc)
+    at = f" (at {where})" if where else ""
+    return ErrorInfo(kind="component_raised", message=f"component '{name}' raised {first_line(exc)}{at}")
 
 
 def run_coroutines(coroutines: Sequence[Any]) -> list[Any]:
@@ -751,7 +807,8 @@ class Reward:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - user code: its failure costs its sample only
-            problem = how_failed(exc)
+            where = user_location(exc)
+            problem = how_failed(exc) + (f" (at {where})" if where else "")
         else:
             if isinstance(score, Score):
                 return score
