@@ -250,7 +250,11 @@ def start_episode(
     ``max_turns`` unless ``max_turns`` is given)."""
     state = call_hook(env, "start", task)
     if not isinstance(state, EpisodeState):
-        raise EpisodeError(f"environment '{env.name}': start() returned {type(state).__name__}, not a state")
+        raise EpisodeError(
+            f"environment '{env.name}': start() returned {type(state).__name__}, not a state"
+            f"{_returned_nothing(state)}; return an instance of the environment's state_model (the default "
+            f"start(): self.state_model(messages=task.prompt_messages()))"
+        )
     if not isinstance(state.messages, list) or not all(isinstance(m, Message) for m in state.messages):
         odd = (
             state.messages
@@ -259,14 +263,16 @@ def start_episode(
         )
         raise EpisodeError(
             f"environment '{env.name}': start() opened the conversation with a {type(odd).__name__}, "
-            f"not a list of Message"
+            f"not a list of Message; give Message(role=..., content=...) objects (task.prompt_messages() builds "
+            f"the task's prompt)"
         )
     if state.next_action not in AFTER_START:
         # An episode over before the model's first turn has no answer to score: it was scored all the same (the
         # task's prompt alone), a score for nothing the model did.
         raise EpisodeError(
             f"environment '{env.name}': start() left next_action {state.next_action!r}; it must be one of "
-            f"{', '.join(sorted(AFTER_START))} (an episode ends after the model's first turn, not before it)"
+            f"{', '.join(sorted(AFTER_START))} (an episode ends after the model's first turn, not before it); return "
+            f"state.evolve(next_action='policy')"
         )
     state = _text_end_reason(state, env, "start")
     # The opening messages are the environment's too (a task's prompt built from a file, a tool's first dump):
@@ -286,6 +292,11 @@ def start_episode(
     )
 
 
+def _returned_nothing(value: Any) -> str:
+    """The hint of a hook that returned None: the likeliest cause is a missing ``return``."""
+    return " (a missing return?)" if value is None else ""
+
+
 def _expect(state: EpisodeState, action: NextAction) -> None:
     if state.next_action != action:
         raise EpisodeError(
@@ -301,17 +312,26 @@ def _checked_messages(new: EpisodeState, before: EpisodeState, env: Environment,
     label = f"environment '{env.name}': {hook}()"
     messages, earlier = new.messages, before.messages
     if not isinstance(messages, list) or len(messages) < len(earlier):
-        raise EpisodeError(f"{label} removed messages from the conversation; a hook only appends to it")
+        raise EpisodeError(
+            f"{label} removed messages from the conversation; a hook only appends to it: return "
+            f"state.append(Message(...)) or state.evolve(...) of the state it was given, not a state built anew"
+        )
     for index, (was, now) in enumerate(zip(earlier, messages, strict=False)):
         if was is not now and was != now:
-            raise EpisodeError(f"{label} changed message {index + 1} of the conversation; a hook only appends")
+            raise EpisodeError(
+                f"{label} changed message {index + 1} of the conversation; a hook only appends: add a new "
+                f"message with state.append(Message(...)) instead of editing one"
+            )
     for message in messages[len(earlier) :]:
         if not isinstance(message, Message):
             raise EpisodeError(
                 f"{label} added a {type(message).__name__} to the conversation, not a Message (use state.append)"
             )
         if message.role == "assistant":
-            raise EpisodeError(f"{label} added an assistant message: only the policy speaks as the assistant")
+            raise EpisodeError(
+                f"{label} added an assistant message: only the policy speaks as the assistant; append the "
+                f"environment's own messages with role 'user' or 'tool' (state.append(Message(role='user', ...)))"
+            )
 
 
 #: How a message cut to the environment's ``max_observation_chars`` ends (the record counts such messages).
@@ -422,7 +442,8 @@ def _text_end_reason(state: EpisodeState, env: Environment, hook: str) -> Episod
         return state
     if not isinstance(reason, str):
         raise EpisodeError(
-            f"environment '{env.name}': {hook}() left end_reason a {type(reason).__name__}; it must be text"
+            f"environment '{env.name}': {hook}() left end_reason a {type(reason).__name__}; it must be text: "
+            f"state.evolve(end_reason=str(...))"
         )
     written = encodable(cut_text(reason, MAX_END_REASON_CHARS))
     return state if written is reason else state.evolve(end_reason=written)
@@ -430,18 +451,23 @@ def _text_end_reason(state: EpisodeState, env: Environment, hook: str) -> Episod
 
 def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], before: EpisodeState) -> EpisodeState:
     if not isinstance(new, EpisodeState):
-        raise EpisodeError(f"environment '{env.name}': {hook}() returned {type(new).__name__}, not a new state")
+        raise EpisodeError(
+            f"environment '{env.name}': {hook}() returned {type(new).__name__}, not a new state"
+            f"{_returned_nothing(new)}; return the state it was given, changed: state.evolve(next_action=...) "
+            f"or state.append(Message(...), next_action=...)"
+        )
     if new.next_action not in allowed:
         raise EpisodeError(
             f"environment '{env.name}': {hook}() left next_action {new.next_action!r}; it must be "
-            f"one of {', '.join(sorted(allowed))}"
+            f"one of {', '.join(sorted(allowed))}: set it with state.evolve(next_action=...)"
         )
     new = _text_end_reason(new, env, hook)
     _checked_messages(new, before, env, hook)
     if new.observations_dropped != before.observations_dropped:
         raise EpisodeError(
             f"environment '{env.name}': {hook}() changed observations_dropped ({before.observations_dropped!r} -> "
-            f"{new.observations_dropped!r}); it is the platform's (messages it dropped past max_observation_messages)"
+            f"{new.observations_dropped!r}); it is the platform's (messages it dropped past max_observation_messages): "
+            f"leave it out of state.evolve(...)"
         )
     new = _bounded_observations(new, len(before.messages), env, hook, before.observations_dropped)
     if _ids(new) != _ids(before):
@@ -450,12 +476,14 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], bef
         was, now = before.ids.as_dict(), new.ids.as_dict()
         changed = ", ".join(f"{name} {was[name]!r} -> {now[name]!r}" for name in was if was[name] != now[name])
         raise EpisodeError(
-            f"environment '{env.name}': {hook}() changed the rollout's ids ({changed}); they are the platform's"
+            f"environment '{env.name}': {hook}() changed the rollout's ids ({changed}); they are the platform's: "
+            f"return the state it was given, changed with state.evolve(...) or state.append(...), not one built anew"
         )
     if new.opening_turns != before.opening_turns:
         raise EpisodeError(
             f"environment '{env.name}': {hook}() changed opening_turns ({before.opening_turns!r} -> "
-            f"{new.opening_turns!r}); it is the platform's (the assistant messages the task's prompt opens with)"
+            f"{new.opening_turns!r}); it is the platform's (the assistant messages the task's prompt opens with): "
+            f"leave it out of state.evolve(...)"
         )
     if new.max_turns != before.max_turns:
         # The turn limit is the platform's (the environment's max_turns, --max-turns, the deployment's MAX_TURNS,
@@ -515,7 +543,8 @@ def execution_job(state: EpisodeState, task: Any, env: Environment) -> Execution
         # A dict or the code as text went on to the sandbox, which failed it as its own crash (or, scored without
         # it, as nothing executed: a 0), and the run's transcript of it failed the whole run.
         raise EpisodeError(
-            f"environment '{env.name}': execution_job() returned {type(job).__name__}, not an ExecutionJob (or None)"
+            f"environment '{env.name}': execution_job() returned {type(job).__name__}, not an ExecutionJob (or None): "
+            f"return rewardpipe.ExecutionJob(code=..., tests=...), or None when nothing is to run"
         )
     return job
 

@@ -1,4 +1,4 @@
-"""Round thirty-three follow-ups: where a raising component was raised."""
+"""Round thirty-three follow-ups: where a raising component was raised, how to fix a hook's protocol violation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rewardpipe import Message, Reward, component
+from rewardpipe import Environment, EpisodeState, Message, Reward, component
+from rewardpipe.episode import EpisodeError, apply_env_turn, apply_policy_turn, start_episode
+from tests.api.test_environment_protocol import IDS, Echo, EchoEnv
 
 HERE = Path(__file__).name
 
@@ -61,3 +63,64 @@ def test_the_location_is_bounded_and_a_returned_wrong_type_has_none(tmp_path):
 
     message = Reward("t", [as_text]).score([Message(role="assistant", content="a")]).error.message
     assert "(at " not in message  # rewardpipe refused the value: no user frame raised
+
+
+# --------------------------------------------------------------------------------------------------
+# Hook protocol violations say how to fix them
+
+
+class _Forgets(EchoEnv):
+    def respond(self, state, task, ctx):
+        state.append(Message(role="user", content="again"), next_action="policy")  # no return
+
+
+class _Edits(EchoEnv):
+    def respond(self, state, task, ctx):
+        first = Message(role="user", content="edited")
+        return state.evolve(messages=[first, *state.messages[1:]], next_action="policy")
+
+
+class _Speaks(EchoEnv):
+    def respond(self, state, task, ctx):
+        return state.append(Message(role="assistant", content="me"), next_action="policy")
+
+
+class _Renames(EchoEnv):
+    def respond(self, state, task, ctx):
+        return state.evolve(rollout_id="other", next_action="policy")
+
+
+class _Stalls(EchoEnv):
+    def respond(self, state, task, ctx):
+        return state.evolve(next_action="env")
+
+
+@pytest.mark.parametrize(
+    ("env_class", "first_part", "fix"),
+    [
+        (_Forgets, "respond() returned NoneType, not a new state", "a missing return?"),
+        (_Edits, "changed message 1 of the conversation; a hook only appends", "state.append(Message(...))"),
+        (_Speaks, "added an assistant message: only the policy speaks as the assistant", "role 'user' or 'tool'"),
+        (_Renames, "changed the rollout's ids", "state.evolve(...)"),
+        (_Stalls, "left next_action 'env'; it must be one of", "state.evolve(next_action=...)"),
+    ],
+)
+def test_a_hooks_protocol_violation_says_how_to_fix_it(env_class, first_part, fix):
+    env, task = env_class(), Echo(task_id="t", prompt="say it", word="blue")
+    state = apply_policy_turn(start_episode(task, env=env, **IDS), "red", env, task)
+    with pytest.raises(EpisodeError) as raised:
+        apply_env_turn(state, task, env)
+    assert first_part in str(raised.value) and fix in str(raised.value), str(raised.value)
+
+
+def test_start_returning_nothing_says_what_to_return():
+    class NoStart(Environment):
+        name = "nostart"
+
+        def start(self, task):
+            EpisodeState(messages=task.prompt_messages())
+
+    with pytest.raises(EpisodeError) as raised:
+        start_episode(Echo(task_id="t", prompt="p", word="w"), env=NoStart(), **IDS)
+    text = str(raised.value)
+    assert "start() returned NoneType, not a state" in text and "state_model" in text and "missing return" in text
