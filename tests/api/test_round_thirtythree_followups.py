@@ -1,4 +1,5 @@
-"""Round thirty-three follow-ups: where a raising component was raised, how to fix a hook's protocol violation."""
+"""Round thirty-three follow-ups: where a raising component was raised, how to fix a hook's protocol violation, and
+the ask_before_coding LLM user's fallbacks counted."""
 
 from __future__ import annotations
 
@@ -124,3 +125,56 @@ def test_start_returning_nothing_says_what_to_return():
         start_episode(Echo(task_id="t", prompt="p", word="w"), env=NoStart(), **IDS)
     text = str(raised.value)
     assert "start() returned NoneType, not a state" in text and "state_model" in text and "missing return" in text
+
+
+# --------------------------------------------------------------------------------------------------
+# ask_before_coding: the LLM user's replies the rule-based user's answer replaced are counted
+
+
+def _abc_episode(chat, turns, *, llm_user_env=False):
+    from rewardpipe import ScriptedPolicy
+    from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
+    from rewardpipe.envs.ask_before_coding.simulator import OpenAISimulator
+    from rewardpipe.envs.ask_before_coding.tasks import BUNDLED_TASKS
+    from rewardpipe.episode import run_episode
+    from rewardpipe.models import load_tasks
+    from tests.core.conftest import FakeExecutor, result
+
+    task = next(t for t in load_tasks(BUNDLED_TASKS) if t.task_id == "abc-001-format-duration")
+    env = AskBeforeCoding(OpenAISimulator(chat=chat) if chat is not None else None, llm_user=llm_user_env)
+    record = run_episode(
+        task, ScriptedPolicy(list(turns)), env, FakeExecutor(result("failed", 0, 7)), run_id="r", step=0,
+        group_id="g", rollout_id="x",
+    )  # fmt: skip
+    return task, record
+
+
+STUB = "```python\ndef format_duration(seconds):\n    return None\n```"
+QUESTIONS = ["Should negative durations raise an error?", "Do fractions of a second round?"]
+
+
+def test_a_max_tokens_too_low_for_the_llm_user_shows_in_the_rollouts_metrics():
+    from rewardpipe.openai_client import NoTextBeforeLimit
+
+    def starved(messages, **params):
+        raise NoTextBeforeLimit("the user's model returned no text: max_tokens ran out before it wrote any")
+
+    _, record = _abc_episode(starved, [*QUESTIONS, STUB])
+    assert record.status == "scored"
+    assert record.metrics["llm_user_fallbacks"] == 2 and record.metrics["llm_user_no_text"] == 2
+
+
+def test_unvettable_replies_are_counted_and_good_ones_are_not():
+    def unreadable(messages, **params):
+        return "Да, конечно, отрицательные значения недопустимы."  # letters the rules cannot read: replaced
+
+    _, record = _abc_episode(unreadable, [QUESTIONS[0], STUB])
+    assert record.metrics["llm_user_fallbacks"] == 1 and record.metrics["llm_user_no_text"] == 0
+
+    _, record = _abc_episode(lambda messages, **params: "It's up to you.", [QUESTIONS[0], STUB])
+    assert record.metrics["llm_user_fallbacks"] == 0 and record.metrics["llm_user_no_text"] == 0
+
+
+def test_the_rule_based_user_adds_no_llm_user_metrics():
+    _, record = _abc_episode(None, [QUESTIONS[0], STUB])
+    assert "llm_user_fallbacks" not in record.metrics and record.metrics["spec_revealed"] == 1

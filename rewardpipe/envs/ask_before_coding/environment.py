@@ -24,7 +24,7 @@ from typing import Any
 
 from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.ask_before_coding.reward import ASK_BEFORE_CODING
-from rewardpipe.envs.ask_before_coding.state import AskBeforeCodingState
+from rewardpipe.envs.ask_before_coding.state import FALLBACK_NO_TEXT, AskBeforeCodingState
 from rewardpipe.envs.ask_before_coding.tasks import Task
 from rewardpipe.envs.ask_before_coding.turns import classify
 from rewardpipe.execution.result import ExecutionJob
@@ -123,8 +123,14 @@ class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
         if reply.revealed is not None and reply.revealed not in revealed:
             revealed = [*revealed, reply.revealed]
             answered = [*answered, len(state.turn_kinds) - 1]
+        fallback = getattr(reply, "fallback", None)  # a simulator of the user's own may not mark its replies
         return state.append(
-            Message(role="user", content=reply.text), revealed=revealed, answered_turns=answered, next_action="policy"
+            Message(role="user", content=reply.text),
+            revealed=revealed,
+            answered_turns=answered,
+            next_action="policy",
+            user_fallbacks=state.user_fallbacks + (fallback is not None),
+            user_no_text=state.user_no_text + (fallback == FALLBACK_NO_TEXT),
         )
 
     def execution_job(self, state: AskBeforeCodingState, task: Task) -> ExecutionJob | None:
@@ -182,7 +188,13 @@ class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
         )
 
     def metrics(self, state: AskBeforeCodingState, task: Task) -> dict[str, Any]:
-        return {"spec_revealed": len(state.revealed), "spec_items": len(task.spec)}
+        """``spec_revealed`` of ``spec_items``; with an LLM-played user (or any reply replaced), ``llm_user_fallbacks``
+        (the user's replies the rule-based user's answer replaced: no text before the user model's ``max_tokens``, or
+        a reply the rules cannot vet) and ``llm_user_no_text`` (those of the first kind)."""
+        metrics: dict[str, Any] = {"spec_revealed": len(state.revealed), "spec_items": len(task.spec)}
+        if self.llm_user or getattr(self.simulator, "marks_fallbacks", False) or state.user_fallbacks:
+            metrics.update(llm_user_fallbacks=state.user_fallbacks, llm_user_no_text=state.user_no_text)
+        return metrics
 
     def transcript_fields(self, state: AskBeforeCodingState, task: Task | None) -> dict[str, Any]:
         from rewardpipe.transcripts import RevealedItem

@@ -25,6 +25,7 @@ from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401
     stated_spec_items,
 )
 from rewardpipe.envs.ask_before_coding.replies import vet_llm_reply
+from rewardpipe.envs.ask_before_coding.state import FALLBACK_NO_TEXT, FALLBACK_UNVETTED
 from rewardpipe.openai_client import ChatClient, OwnsChatClient
 from rewardpipe.parsing import TurnKind, classify_turn
 
@@ -37,6 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover
 class SimulatorReply:
     text: str
     revealed: int | None  # index into task.spec newly revealed by this reply
+    # Set when an LLM user's reply was replaced by the rule-based user's: FALLBACK_NO_TEXT or FALLBACK_UNVETTED.
+    fallback: str | None = None
 
 
 class Simulator(Protocol):
@@ -140,8 +143,13 @@ class OpenAISimulator(OwnsChatClient):
     nothing specific (the same :func:`question_subject` rule as the rule-based simulator), gets a fixed
     reply that reveals nothing, whatever the LLM would have said. The system prompt states the same rule. A reply
     the rules cannot vet, or no reply text at all (the model spent ``max_tokens`` first), is replaced by the
-    rule-based user's answer; any other failure of the endpoint raises.
+    rule-based user's answer, marked in :attr:`SimulatorReply.fallback` (the rollout's ``llm_user_fallbacks`` and
+    ``llm_user_no_text`` metrics count them); any other failure of the endpoint raises.
     """
+
+    #: Its replies say when the rule-based user's answer replaced them (SimulatorReply.fallback): the environment
+    #: reports the rollout's ``llm_user_fallbacks`` with it, 0 included.
+    marks_fallbacks = True
 
     def __init__(
         self,
@@ -184,7 +192,7 @@ class OpenAISimulator(OwnsChatClient):
             # model thinking: "work out every case by hand first"). Raised, the rollout was a simulator_error record,
             # out of its group's baseline: a weak rollout's way out of the low score it was heading for. A reply with
             # no text is one the rules cannot vet, replaced by the rule-based user's answer as any such reply is.
-            return RuleBasedSimulator().respond(state, task)
+            return _fallback(state, task, FALLBACK_NO_TEXT)
         # One question, at most one detail, judged on what the reply means and enforced: a reply stating
         # several details (a question that talked the LLM into listing the requirements, in its own words or
         # the spec's) says only the one asked about; a reply the rules cannot account for (a paraphrase they
@@ -193,5 +201,12 @@ class OpenAISimulator(OwnsChatClient):
             text, question, task.spec, prompt=task.prompt, entry_point=task.entry_point, revealed=state.revealed
         )
         if vetted is None:
-            return RuleBasedSimulator().respond(state, task)
+            return _fallback(state, task, FALLBACK_UNVETTED)
         return SimulatorReply(vetted, revealed)
+
+
+def _fallback(state: EpisodeState, task: Task, why: str) -> SimulatorReply:
+    """The rule-based user's answer in place of the LLM user's reply, marked with ``why`` (counted in the
+    rollout's metrics: ``llm_user_fallbacks``)."""
+    reply = RuleBasedSimulator().respond(state, task)
+    return SimulatorReply(reply.text, reply.revealed, why)

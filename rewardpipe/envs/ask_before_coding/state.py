@@ -10,6 +10,10 @@ from pydantic import Field
 from rewardpipe.environment import EpisodeState
 from rewardpipe.parsing import TurnKind
 
+#: Why an LLM-played user's reply was replaced by the rule-based user's (``SimulatorReply.fallback``).
+FALLBACK_NO_TEXT = "no_text"  # the user's model wrote no text before its max_tokens
+FALLBACK_UNVETTED = "unvetted"  # a reply the rules cannot vet (several details, unreadable letters, made-up ones)
+
 
 class AskBeforeCodingState(EpisodeState):
     """The episode as the simulator and the reward need it."""
@@ -19,3 +23,7 @@ class AskBeforeCodingState(EpisodeState):
     # Assistant turns (0-based) whose simulator reply revealed a new spec item: the questions that were real.
     answered_turns: list[int] = Field(default_factory=list)
     final_code: str | None = None
+    # An LLM-played user's replies replaced by the rule-based user's (SimulatorReply.fallback), and those of them
+    # with no text before the user's max_tokens: the record's llm_user_fallbacks and llm_user_no_text.
+    user_fallbacks: int = Field(default=0, ge=0)
+    user_no_text: int = Field(default=0, ge=0)
