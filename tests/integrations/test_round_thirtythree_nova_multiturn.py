@@ -89,9 +89,18 @@ def _tool_task() -> dict:
     return load_task_rows(BUNDLED_TASKS, ToolCallTask)[0].model_dump(mode="json")
 
 
+def _first_generate_request(bridge, sample_id: str, opening: list[dict]) -> dict:
+    bridge.store.put_json("states/s.json", {"state": {"messages": opening}})
+    out = bridge.forward_turn({"task_token": "tok", "rollout": sample_id, "state_key": "states/s.json"})
+    assert out["status"] == "sent"
+    (sent,) = [json.loads(m["MessageBody"]) for m in bridge.sqs.sent if m["QueueUrl"] == "gen.fifo"]
+    return sent
+
+
 @pytest.mark.parametrize("stored", [False, True], ids=["inline", "stored"])
-def test_a_tool_environment_is_refused_at_rollout_start_naming_the_fix(stored):
-    """Nova's generate request has no tools field: the model would never see the tools it is trained to call."""
+def test_a_tool_environments_tools_are_written_into_novas_system_prompt(stored, caplog):
+    """Nova's generate request has no tools field: the model never saw the tools it is trained to call. The tools
+    the environment offers for the task are now in the system prompt of each generate request, with a warning."""
     from rewardpipe.envs.tool_call import ENVIRONMENT
 
     bridge, clock = _tool_bridge(ENVIRONMENT)
@@ -99,27 +108,27 @@ def test_a_tool_environment_is_refused_at_rollout_start_naming_the_fix(stored):
     if stored:
         bridge.store.put_json(f"tasks/nova/{task['task_id']}.json", task)
     data = {"task_id": task["task_id"]} if stored else {"task": task}
-    out = bridge.intake({"version": "v0", "timestamp": clock["now"], "sample_id": "tool-1_0", "data": data})
-    assert out["status"] == "rejected_answered" and not bridge.sfn.started  # no rollout started
-    answer = _answered(bridge, "tool-1_0")
-    assert answer["stop_reason"] == "error"
-    (record,) = [v for k, v in bridge.store.objects.items() if k.startswith("runs/")]
-    assert record["status"] == "error" and record["error"]["kind"] == "unsupported_environment"
-    message = record["error"]["message"]
-    assert "tool_schemas" in message and "no tools field" in message and "system prompt" in message
+    with caplog.at_level("WARNING", logger="rewardpipe.nova"):
+        out = bridge.intake({"version": "v0", "timestamp": clock["now"], "sample_id": "tool-1_0", "data": data})
+    assert out["status"] == "started" and "no tools field" in caplog.text
+    opening = [{"role": "system", "content": "SYSTEM"}, {"role": "user", "content": "What is my balance?"}]
+    sent = _first_generate_request(bridge, "tool-1_0", opening)
+    system = sent["messages"][0]
+    assert system["role"] == "system" and system["content"].startswith("SYSTEM\n\n")
+    for schema in ENVIRONMENT.tool_schemas():
+        assert json.dumps(schema, sort_keys=True) in system["content"]
+    assert sent["messages"][1:] == opening[1:]
 
 
-def test_an_environment_without_tools_still_starts_its_rollouts():
+def test_an_environment_without_tools_gets_its_messages_unchanged():
     from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
-    from rewardpipe.envs.tool_call import ToolCallEnvironment
+    from rewardpipe.integrations.nova.bridge import with_tools_prompt
 
-    class NoTools(ToolCallEnvironment):
-        def tool_schemas(self, task=None):
-            return []
-
-    for env in (AskBeforeCoding(), NoTools()):
-        bridge, clock = _tool_bridge(env)
-        bridge.task_model = None if isinstance(env, AskBeforeCoding) else bridge.task_model
-        data = {"task_id": "t"}  # a stored task that is not there: the rollout itself reports it
-        out = bridge.intake({"version": "v0", "timestamp": clock["now"], "sample_id": "n-1_0", "data": data})
-        assert out["status"] == "started" and bridge.sfn.started
+    bridge, clock = _tool_bridge(AskBeforeCoding())
+    bridge.task_model = None
+    out = bridge.intake({"version": "v0", "timestamp": clock["now"], "sample_id": "n-1_0", "data": {"task_id": "t"}})
+    assert out["status"] == "started"
+    opening = [{"role": "user", "content": "Write it."}]
+    assert _first_generate_request(bridge, "n-1_0", opening)["messages"] == opening
+    # With no system message to extend, the tools open the conversation as one.
+    assert with_tools_prompt(opening, "TOOLS") == [{"role": "system", "content": "TOOLS"}, *opening]

@@ -131,7 +131,8 @@ class Bridge:
     # The deployed environment's task model: inline task rows are validated with it at intake (issue 20). None:
     # the built-in coding Task.
     task_model: Any = None
-    # The deployed environment: a rollout whose task it offers tools for is refused at intake (:meth:`_tools_refusal`).
+    # The deployed environment: the tools it offers for a rollout's task go into the system prompt of every generate
+    # request (:meth:`_task_tools`). None: not asked (the built-in coding environment offers none).
     # None: not checked (the built-in coding environment offers none).
     environment: Any = None
 
@@ -242,9 +243,6 @@ class Bridge:
             task, task_key = task_source(request, self.config, *([self.task_model] if self.task_model else []))
         except NovaProtocolError as exc:
             return self._reject(request, name, step, ErrorInfo(kind="bad_input", message=str(exc)))
-        refusal = self._tools_refusal(task, task_key)
-        if refusal is not None and known is None:
-            return self._reject(request, name, step, refusal)
         group = group_of(request.sample_id, self.config)
         if known is None:
             sent_at = request_time(request.timestamp, self.clock())
@@ -259,6 +257,9 @@ class Bridge:
                 "step": step,
                 "started": False,
             }
+            tools = self._task_tools(task, task_key)
+            if tools:
+                entry["tools_prompt"] = tools_prompt(tools)
             self.store.put_json(path, entry)
             self.store.put_json(self._sample_path(request.sample_id), {"execution": name})
             self.store.put_json(self._due_key(entry, name), {})
@@ -288,17 +289,16 @@ class Bridge:
         self.store.put_json(path, entry)
         return {"status": "started", "execution": started}
 
-    def _tools_refusal(self, task: Any, task_key: str | None) -> ErrorInfo | None:
-        """An ``unsupported_environment`` error when the deployed environment offers the model tools for this task
-        (its ``tool_schemas``): Nova's generate request has no tools field, so Nova's model would never see them and
-        every rollout would train a policy on tools it was never shown. None when it offers none, or when the task
-        cannot be read here (a stored task that is missing or not the environment's: the rollout says so itself)."""
+    def _task_tools(self, task: Any, task_key: str | None) -> list[Any] | None:
+        """The tools the deployed environment offers the model for this task (its ``tool_schemas``), or None. Nova's
+        generate request has no tools field, so Nova's model would never see them: they are rendered into the system
+        prompt of the rollout's generate requests instead (:func:`with_tools_prompt`), with a warning logged. None
+        when the task cannot be read here (a stored task missing or not the environment's: the rollout says so) or
+        its ``tool_schemas`` fails (the rollout's own error)."""
         from rewardpipe.episode import env_tool_schemas
 
         env = self.environment
         schemas = env_tool_schemas(env) if env is not None else None
-        if schemas is None:
-            return None
         if callable(schemas):
             if task is None and task_key is not None:
                 stored = self.store.get_json(task_key, default=None)
@@ -310,18 +310,14 @@ class Bridge:
                 schemas = schemas(task)
             except Exception:  # noqa: BLE001 - a failing tool_schemas is the rollout's own simulator_error
                 return None
-        if not schemas:
+        if not isinstance(schemas, list) or not schemas:
             return None
-        name = getattr(env, "name", type(env).__name__)
-        message = (
-            f"environment '{name}' offers the model tools (tool_schemas), and Nova's generate request carries no "
-            f"tools field, so Nova's model would never see them. Fix: describe the tools in the environment's "
-            f"system prompt and read the calls from the reply's text (the built-in tool_call environment reads "
-            f"<tool_call> tags), and give the deployed environment no tool_schemas; or train it with a trainer "
-            f"adapter, whose turns carry the tools"
+        logger.warning(
+            "environment '%s' offers the model tools, and Nova's generate request has no tools field: they are "
+            "written into the system prompt of each generate request (docs/guides/nova-forge.md)",
+            getattr(env, "name", type(env).__name__),
         )
-        logger.error("rollout refused: %s", message)
-        return ErrorInfo(kind="unsupported_environment", message=message)
+        return schemas
 
     def _client(self) -> Any:
         from rewardpipe.aws.client import RolloutClient
@@ -365,6 +361,8 @@ class Bridge:
             )
             return {"status": "budget_exceeded", "step_id": request.step_id}
         payload = request.model_dump(mode="json")
+        if entry is not None and entry.get("tools_prompt"):
+            payload["messages"] = with_tools_prompt(payload["messages"], str(entry["tools_prompt"]))
         if len(json.dumps(payload).encode("utf-8")) > MAX_SQS_MESSAGE_BYTES:
             self.sfn.send_task_failure(
                 taskToken=token,
@@ -798,6 +796,23 @@ class Bridge:
             aggregate=None,
         )
         put_record_once(self.store, record)
+
+
+#: How the tools a rollout's task offers open their part of the system prompt (:func:`tools_prompt`).
+TOOLS_PROMPT_HEADER = "Tools you can call (OpenAI function schemas, one JSON object per line):"
+
+
+def tools_prompt(tools: list[Any]) -> str:
+    """The tools as system-prompt text: a header, then each tool's schema as one line of JSON."""
+    return "\n".join([TOOLS_PROMPT_HEADER, *(json.dumps(tool, sort_keys=True, default=str) for tool in tools)])
+
+
+def with_tools_prompt(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """``messages`` with ``text`` at the end of their opening system message (a new one first when there is none)."""
+    first = messages[0] if messages else None
+    if first is not None and first.get("role") == "system" and isinstance(first.get("content"), str):
+        return [{**first, "content": f"{first['content']}\n\n{text}"}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
 
 
 def _default_task_model() -> Any:
