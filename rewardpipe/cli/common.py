@@ -138,23 +138,19 @@ def parse_options(pairs: list[str], option: str) -> dict[str, str]:
 def raised_at(problem: BaseException) -> str:
     """`` (at FILE:LINE)``: the line of the user's own code that raised what ``problem`` (a reference that could not
     be loaded) wraps, when its message does not say it already; a missing dependency's ``import``, a data file
-    opened at import time, an ``assert`` in a module named only the exception. Empty when none is known."""
-    import traceback
-
-    import rewardpipe
+    opened at import time, an ``assert`` in a module named only the exception. Empty when none is known. The frame
+    is the one a ``component_raised`` error names (:func:`rewardpipe.rewards.base.user_frame`), shown as the
+    traceback names its file."""
+    from rewardpipe.rewards.base import user_frame
 
     cause = problem.__cause__
     if cause is None or isinstance(cause, SyntaxError):  # a SyntaxError's message names its file and line
         return ""
-    ours = os.path.dirname(os.path.abspath(rewardpipe.__file__)) + os.sep
-    frames = [
-        frame
-        for frame in traceback.extract_tb(cause.__traceback__)
-        if not frame.filename.startswith("<") and not os.path.abspath(frame.filename).startswith(ours)
-    ]
-    if not frames:
+    found = user_frame(cause)
+    if found is None:
         return ""
-    where = f"{frames[-1].filename}:{frames[-1].lineno}"
+    frame = found[1]
+    where = f"{frame.filename}:{frame.lineno}"
     return "" if where in str(problem) else f" (at {where})"
 
 

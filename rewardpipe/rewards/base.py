@@ -272,16 +272,13 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(sorted(d.rstrip("/\\") + "/" for d in dirs))
 
 
-def user_location(exc: BaseException) -> str | None:
-    """``file:line`` of the innermost frame of ``exc``'s traceback that is the user's code: never one of
+def user_frame(exc: BaseException) -> tuple[str, Any] | None:
+    """``(real path, frame)`` of the innermost frame of ``exc``'s traceback that is the user's code: never one of
     rewardpipe's own frames nor the standard library's, and outside installed packages (``site-packages``) when
     there is one (else the outermost user frame: the component itself, installed as a package). None when no frame
-    is the user's (an error rewardpipe raised about a returned value). The path is relative to the working
-    directory when under it, its tail kept past :data:`RAISED_PATH_CHARS`, control characters escaped."""
+    is the user's (an error rewardpipe raised about a returned value)."""
     import os
     import traceback
-
-    from rewardpipe.safe_text import printable
 
     libraries = _library_dirs()
     frames = []
@@ -291,11 +288,25 @@ def user_location(exc: BaseException) -> str | None:
             continue
         full = os.path.realpath(name).replace("\\", "/")
         if not full.startswith(libraries):
-            frames.append((full, frame.lineno))
+            frames.append((full, frame))
     if not frames:
         return None
     own = [f for f in frames if "/site-packages/" not in f[0] and "/dist-packages/" not in f[0]]
-    path, line = own[-1] if own else frames[0]
+    return own[-1] if own else frames[0]
+
+
+def user_location(exc: BaseException) -> str | None:
+    """``file:line`` of :func:`user_frame` (None when there is none), for a record's error: the path is relative
+    to the working directory when under it, its tail kept past :data:`RAISED_PATH_CHARS`, control characters
+    escaped."""
+    import os
+
+    from rewardpipe.safe_text import printable
+
+    found = user_frame(exc)
+    if found is None:
+        return None
+    path, frame = found
     try:
         relative = os.path.relpath(path)
         path = relative if not relative.startswith("..") else path
@@ -304,7 +315,7 @@ def user_location(exc: BaseException) -> str | None:
     path = printable(path, keep_newlines=False)
     if len(path) > RAISED_PATH_CHARS:
         path = "..." + path[-(RAISED_PATH_CHARS - 3) :]
-    return f"{path}:{line}"
+    return f"{path}:{frame.lineno}"
 
 
 def how_failed(exc: BaseException) -> str:
