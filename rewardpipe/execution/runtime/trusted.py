@@ -2490,22 +2490,7 @@ def _watch_random() -> None:
     """Mark :data:`RANDOM_SET` when the current job's code seeds or sets ``random``'s generator (once per runner)."""
     import random
 
-    for name in ("seed", "setstate"):
-        original = getattr(random, name)
-        if not getattr(original, "_rp_watched", False):
-            setattr(random, name, _random_setter(original))
-
-
-def _random_setter(original: Callable) -> Callable:
-    def watched(*args, **kwargs):
-        value = original(*args, **kwargs)
-        if _ACTIVE[0] is not None:
-            RANDOM_SET[0] = True
-        return value
-
-    functools.update_wrapper(watched, original)
-    watched._rp_watched = True  # type: ignore[attr-defined]
-    return watched
+    _mark_calls(random, ("seed", "setstate"), RANDOM_SET)
 
 
 def _random_state() -> list:
@@ -2520,25 +2505,32 @@ def _watch_cpu_time() -> None:
     """Mark :data:`CPU_TIME_READ` when code of the current job reads this process's CPU time (once per runner)."""
     import resource
 
-    for module, name in (
-        (time, "process_time"),
-        (time, "process_time_ns"),
-        (time, "thread_time"),
-        (time, "thread_time_ns"),
-        (time, "clock_gettime"),
-        (time, "clock_gettime_ns"),
-        (os, "times"),
-        (resource, "getrusage"),
-    ):
+    _mark_calls(time, ("process_time", "process_time_ns", "thread_time", "thread_time_ns"), CPU_TIME_READ)
+    _mark_calls(
+        time,
+        ("clock_gettime", "clock_gettime_ns"),
+        CPU_TIME_READ,
+        when=lambda args: bool(args) and args[0] in _CPU_CLOCKS,
+    )
+    _mark_calls(os, ("times",), CPU_TIME_READ)
+    _mark_calls(resource, ("getrusage",), CPU_TIME_READ)
+
+
+def _mark_calls(
+    module: Any, names: tuple[str, ...], flag: list[bool], when: Callable[[tuple], bool] | None = None
+) -> None:
+    """Wrap each of ``module``'s functions ``names`` (once per runner) so that a call made while a job runs (and
+    ``when(args)`` holds, if given) sets ``flag[0]``; the call itself is unchanged."""
+    for name in names:
         original = getattr(module, name, None)
         if original is not None and not getattr(original, "_rp_watched", False):
-            setattr(module, name, _cpu_time_reader(original, name.startswith("clock_")))
+            setattr(module, name, _marking(original, flag, when))
 
 
-def _cpu_time_reader(original: Callable, by_clock: bool) -> Callable:
+def _marking(original: Callable, flag: list[bool], when: Callable[[tuple], bool] | None) -> Callable:
     def watched(*args, **kwargs):
-        if _ACTIVE[0] is not None and (not by_clock or (args and args[0] in _CPU_CLOCKS)):
-            CPU_TIME_READ[0] = True
+        if _ACTIVE[0] is not None and (when is None or when(args)):
+            flag[0] = True
         return original(*args, **kwargs)
 
     functools.update_wrapper(watched, original)
