@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import math
 import numbers
+import os
 import signal
 import threading
 import time
@@ -118,44 +119,119 @@ class DeadlineReached(KeyboardInterrupt):
     user code lets through: the call is stopped, not turned into a component's failure."""
 
 
-_RETRY_S = 0.05  # the timer fires again this often past the deadline until the call is out of the called code
+_RETRY_S = 0.05  # the stop is sent again this often past the deadline until the call is out of the called code
+
+#: The signal that carries the stop into the main thread: a real-time one nobody else's code uses. SIGALRM was used
+#: before, through the interval timer, which the called code shares: a component's own ``signal.alarm(0)`` (the end
+#: of every ``math_verify`` timeout) cancelled the deadline, and nothing stopped it if it hung afterwards.
+_STOP_SIGNAL: int | None = signal.SIGRTMAX - 2 if hasattr(signal, "SIGRTMAX") else None
+
+
+class _MainThreadCall:
+    """The one call of the main thread under a deadline, if any: ``active`` from just before the called code runs to
+    just after it ends, so a stop sent before or after is ignored."""
+
+    __slots__ = ("active", "deadline")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.active = False
+
+
+class _Watch:
+    """A daemon thread that sends :data:`_STOP_SIGNAL` to the main thread while its current call is past its
+    deadline. One for the process (started again in a forked child), so a bounded call costs two notifications,
+    not a thread."""
+
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.current: _MainThreadCall | None = None
+        self.thread: threading.Thread | None = None
+
+    def watch(self, call: _MainThreadCall) -> None:
+        with self.condition:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="rewardpipe-deadline", daemon=True)
+                self.thread.start()
+            self.current = call
+            self.condition.notify()
+
+    def forget(self, call: _MainThreadCall) -> None:
+        with self.condition:
+            if self.current is call:
+                self.current = None
+                self.condition.notify()
+
+    def _run(self) -> None:
+        main = threading.main_thread().ident
+        with self.condition:
+            while True:
+                call = self.current
+                if call is None:
+                    self.condition.wait()
+                    continue
+                left = call.deadline - time.monotonic()
+                if left > 0:
+                    self.condition.wait(left)
+                    continue
+                if call.active and main is not None and _STOP_SIGNAL is not None:
+                    signal.pthread_kill(main, _STOP_SIGNAL)  # under the lock: the call cannot be forgotten meanwhile
+                self.condition.wait(_RETRY_S)
+
+
+_WATCH = _Watch()
+
+
+def _after_fork_in_child() -> None:
+    global _WATCH
+    _WATCH = _Watch()  # the parent's thread is not in the child, and its lock may have been held at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def main_thread_timer_free() -> bool:
-    """Whether this is the main thread and its interval timer (SIGALRM) is unused, as :func:`call_on_main_thread_until`
-    needs."""
-    return (
-        threading.current_thread() is threading.main_thread()
-        and hasattr(signal, "setitimer")
-        and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN)
-        and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-    )
+    """Whether :func:`call_on_main_thread_until` can stop a call here: this is the main thread, the platform has the
+    real-time signal it sends, and no other code took that signal."""
+    if _STOP_SIGNAL is None or threading.current_thread() is not threading.main_thread():
+        return False
+    return signal.getsignal(_STOP_SIGNAL) in (signal.SIG_DFL, signal.SIG_IGN, _interrupt)
 
 
 def call_on_main_thread_until(
     function: Callable[..., Any], args: tuple, timeout_s: float, timed_out: Callable[[int], BaseException]
 ) -> Any:
     """``function(*args)`` in this thread (the main one, see :func:`main_thread_timer_free`), stopped after
-    ``timeout_s`` by SIGALRM with ``timed_out(0)``. Unlike :meth:`AbandonedCalls.call` nothing is
-    left running, and the called code may use ``signal`` itself (``math_verify``'s timeouts set SIGALRM handlers,
-    which raise in any other thread): its own use of the timer then replaces this one for the rest of the call.
-    Code stuck in C that never returns to the interpreter (a regex backtracking) is not stopped, in either way."""
+    ``timeout_s`` with ``timed_out(0)``. Unlike :meth:`AbandonedCalls.call` nothing is left running, and the called
+    code may use ``signal`` itself, its own timers included (``math_verify``'s timeouts set SIGALRM handlers, which
+    raise in any other thread): the stop is a signal of its own, sent by a watching thread. Code stuck in C that
+    never returns to the interpreter (a regex backtracking) is not stopped, in either way."""
     if timeout_s <= 0:
         raise timed_out(0)
-    previous = signal.signal(signal.SIGALRM, _interrupt)
-    signal.setitimer(signal.ITIMER_REAL, timeout_s, _RETRY_S)
+    assert _STOP_SIGNAL is not None
+    # Left in place after the call: a stop sent as the call ended may arrive later, and the signal's default
+    # action would end the process. Past the call the handler ignores it.
+    signal.signal(_STOP_SIGNAL, _interrupt)
+    call = _MainThreadCall(time.monotonic() + timeout_s)
+    watch = _WATCH
+    watch.watch(call)
     try:
+        call.active = True
         return function(*args)
     except DeadlineReached:
         raise timed_out(0) from None
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        call.active = False
+        watch.forget(call)
 
 
 def _interrupt(_signum: int, frame: Any) -> None:
-    # Landing in this module's own frame (arming or disarming the timer), it waits for the next tick: raised there,
-    # it would escape the call's handler.
+    call = _WATCH.current
+    if call is None or not call.active:
+        return  # sent as the call ended: nothing to stop
+    # Landing in this module's own frame (just before or after the called code), it waits for the next stop:
+    # raised there, it would escape the call's handler.
     if frame is not None and frame.f_code is _OWN_CODE:
         return
     raise DeadlineReached
