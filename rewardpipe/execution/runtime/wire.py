@@ -749,7 +749,7 @@ MAX_EXPANDED_VALUES = 1_000_000
 
 
 class _Session:
-    __slots__ = ("built", "count", "done", "expanded", "sizes")
+    __slots__ = ("built", "collisions", "count", "done", "expanded", "sizes")
 
     def __init__(self):
         self.count = 0  # encode: shareable containers met so far
@@ -757,6 +757,7 @@ class _Session:
         self.built: list = []  # decode: each shareable container by number (None while it is being built)
         self.sizes: list[int] = []  # decode: the values each stands for, expanded
         self.expanded = 0  # decode: values built so far, references expanded
+        self.collisions = 0  # decode: pairs of a set's items or a mapping's keys whose hashes are equal (_hashed)
 
 
 _SESSIONS = threading.local()  # the session of the encode or decode running on this thread
@@ -1379,7 +1380,7 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             return slice(start, stop, step)
         if tag == "dk":
             return dict.fromkeys(
-                _decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)
+                _hashed([_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)])
             ).keys()
         if tag == "dv":
             return {
@@ -1486,9 +1487,11 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             values = [_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(items)]
             return collections.deque(values, maxlen)
         if tag == "s":
-            return {_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)}
+            return set(_hashed([_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)]))
         if tag == "fs":
-            return frozenset(_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body))
+            return frozenset(
+                _hashed([_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)])
+            )
         if tag == "b":
             return base64.b64decode(_as_str(body), validate=True)
         if tag == "ba":
@@ -1584,11 +1587,42 @@ MAX_ENUM_NAME = 200
 
 
 def _decode_pairs(mapping, body, resolve_handle, depth, nodes, originals):
+    keys, values = [], []
     for pair in _as_list(body):
         key, val = _as_list(pair)
-        key = _decode(key, resolve_handle, depth, nodes, originals)  # before the value, as encode visits
-        mapping[key] = _decode(val, resolve_handle, depth, nodes, originals)
+        keys.append(_decode(key, resolve_handle, depth, nodes, originals))  # before the value, as encode visits
+        values.append(_decode(val, resolve_handle, depth, nodes, originals))
+    for key, val in zip(_hashed(keys), values, strict=True):
+        mapping[key] = val
     return mapping
+
+
+# Round thirty-four: what hashing a received value may cost. A set (or a mapping's keys) of values whose hashes are
+# equal (ints that are multiples of 2**61 - 1, tuples of them, fractions, a model object whose ``__hash__`` is a
+# constant) costs its builder one comparison per pair: 20,000 such ints kept the trusted runner decoding past the job's
+# deadline, and it was replaced. Before a set, frozenset, dict or keys view is built, its items are hashed once and
+# the pairs of equal hashes counted; over MAX_HASH_COLLISIONS in one reply, the value is refused (the model's failure,
+# as a reply over its value budget is), so decoding stays linear in the size of what the model hands over. A
+# container of fewer than _HASH_CHECK_AT_LEAST items is built as before, unhashed (a stub's hash is a call).
+MAX_HASH_COLLISIONS = 16_384
+_HASH_CHECK_AT_LEAST = 16
+
+
+def _hashed(items: list) -> list:
+    """``items``, once the pairs among them with equal hashes, added to this decode's, stay within the budget."""
+    if len(items) < _HASH_CHECK_AT_LEAST:  # (at most 120 comparisons: linear in the items all the same)
+        return items
+    groups = collections.Counter(map(hash, items))
+    if len(groups) == len(items):
+        return items
+    session = _session()
+    session.collisions += sum(count * (count - 1) // 2 for count in groups.values())
+    if session.collisions > MAX_HASH_COLLISIONS:
+        raise ValueBudgetExceeded(
+            f"a value holding over {MAX_HASH_COLLISIONS} pairs of set items or keys whose hashes are equal, "
+            "the limit of one reply"
+        )
+    return items
 
 
 def _as_list(body):
