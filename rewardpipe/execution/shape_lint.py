@@ -377,6 +377,18 @@ _DOCTEST_RUNNERS = {
     "doctest.DocTestFinder",
 }
 _UNPICKLERS = {"pickle.loads", "pickle.load", "pickle.Unpickler"}
+# (round thirty-four) What builds a code object from bytes or text it is handed: refused as compiling a value is.
+_CODE_BUILDERS = {"types.CodeType", "importlib._bootstrap_external._compile_bytecode"}
+
+
+def _builds_code(node: ast.Call, dotted: str) -> bool:
+    """``types.CodeType(...)``, ``code.replace(co_code=...)``, a loader's ``source_to_code(text, path)``."""
+    if dotted in _CODE_BUILDERS:
+        return True
+    method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+    return method == "source_to_code" or (
+        method == "replace" and any((keyword.arg or "").startswith("co_") for keyword in node.keywords)
+    )
 
 
 def text_run_findings(tree: ast.Module) -> list[str]:
@@ -391,6 +403,8 @@ def text_run_findings(tree: ast.Module) -> list[str]:
             what = f"{dotted} of text the tests do not spell ({ast.unparse(first)[:60]})"
         elif dotted in _DOCTEST_RUNNERS:
             what = f"{dotted}, which compiles the examples of docstrings"
+        elif _builds_code(node, dotted):
+            what = f"{ast.unparse(node.func)[:60]}, which builds a code object from what it is given"
         elif dotted in _UNPICKLERS and not (  # (a round trip of the tests' own pickle: see split_trust_findings)
             isinstance(first, ast.Call) and _resolved(_dotted(first.func), aliases) == "pickle.dumps"
         ):

@@ -9,10 +9,13 @@ reply over its value budget is): what decoding costs is linear in what the model
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from rewardpipe.execution import ExecutionStatus
 from rewardpipe.execution.runtime import wire
+from rewardpipe.execution.shape_lint import shape_findings
 from tests.security import test_round_thirtyone_sandbox as thirtyone
 
 executor = thirtyone.executor  # (the fixture: every layer this host allows, then the Lambda/Fargate mode)
@@ -100,3 +103,105 @@ def test_a_returned_set_of_colliding_ints_fails_and_the_runner_goes_on(executor)
     assert "hashes are equal" in (result.reason or ""), result.reason
     right = thirtyone._run(executor, "small set", code, tests.replace("20000", "50"), entry_point="f")
     assert right.status is ExecutionStatus.PASSED, right.reason
+
+
+# --- text and code objects the model chose, run in the trusted runner ------------------------------------------------
+# Each runs ``__import__('os').getpid()`` from the model's text; equal to the runner's own pid, it ran in the runner.
+CODE_MAKER = """
+import marshal
+EXPR = "__import__('os').getpid()"
+def f(x):
+    return x
+def expr():
+    return EXPR
+def statement():
+    return "R = " + EXPR
+def code_bytes():
+    return marshal.dumps(compile("R = " + EXPR, "<m>", "exec"))
+def code_parts():
+    code = compile(EXPR, "<m>", "eval")
+    names = ("co_code", "co_consts", "co_names", "co_stacksize", "co_exceptiontable", "co_linetable")
+    return {name: getattr(code, name) for name in names}
+"""
+CODE_RUNS = {
+    "importlib's source_to_code": (
+        "import importlib.machinery\n"
+        "code = importlib.machinery.SourceFileLoader('m', 'm.py').source_to_code(statement(), 'm.py')\n"
+        "space = {}\nexec(code, space)\nself.assertEqual(space['R'], os.getpid())"
+    ),
+    "importlib's _compile_bytecode": (
+        "from importlib._bootstrap_external import _compile_bytecode\n"
+        "space = {}\nexec(_compile_bytecode(code_bytes()), space)\nself.assertEqual(space['R'], os.getpid())"
+    ),
+    "code.replace": (
+        "code = compile('0', '<t>', 'eval').replace(**code_parts())\nself.assertEqual(eval(code), os.getpid())"
+    ),
+    "FunctionType over a built code object": (
+        "import types\ncode = compile('0', '<t>', 'eval').replace(**code_parts())\n"
+        "self.assertEqual(types.FunctionType(code, {})(), os.getpid())"
+    ),
+    "dataclasses' private helper": (
+        "import dataclasses\nmake = getattr(dataclasses, '_create_fn', None)\n"
+        "if make is None:\n    self.skipTest('no _create_fn here')\n"
+        "self.assertEqual(make('g', (), ['return ' + expr()], globals={})(), os.getpid())"
+    ),
+}
+
+
+def _tests(body: str, imports: str = "import os, unittest") -> str:
+    return f"{imports}\n\nclass T(unittest.TestCase):\n    def test_a(self):\n" + textwrap.indent(body, " " * 8) + "\n"
+
+
+@pytest.mark.parametrize("name", sorted(CODE_RUNS))
+def test_code_the_model_chose_never_runs_in_the_trusted_runner(executor, name):
+    result = thirtyone._run(executor, name, CODE_MAKER, _tests(CODE_RUNS[name]), entry_point="f")
+    assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
+    assert "text that is not their own" in result.reason, result.reason
+
+
+STANDARD_CODE = {
+    "autospec by a decorator": (
+        "from unittest import mock\n"
+        "with mock.patch('os.getcwd', autospec=True) as fake:\n    fake.return_value = 'x'\n"
+        "    self.assertEqual(os.getcwd(), 'x')\nself.assertEqual(f(2), 2)"
+    ),
+    "create_autospec": (
+        "from unittest import mock\nspec = mock.create_autospec(os.path.join)\nspec('a', 'b')\n"
+        "spec.assert_called_once_with('a', 'b')\nself.assertEqual(f(2), 2)"
+    ),
+    "a dataclass made here": (
+        "import dataclasses\nBox = dataclasses.make_dataclass('Box', ['v'], frozen=True)\n"
+        "self.assertEqual(Box(f(2)).v, 2)"
+    ),
+    "a namedtuple and a signature": (
+        "import collections, inspect\nP = collections.namedtuple('P', 'a b')\n"
+        "self.assertEqual(P(1, f(2)).b, 2)\nself.assertIn('obj', str(inspect.signature(len)))"
+    ),
+    "importing and reloading": (
+        "import importlib, colorsys, typing\nimportlib.reload(colorsys)\nimport json.tool\n"
+        "self.assertEqual(typing.get_type_hints(lambda: 0), {})\nself.assertEqual(f(2), 2)"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STANDARD_CODE))
+def test_the_standard_librarys_code_makers_entered_by_public_names_still_run(executor, name):
+    result = thirtyone._run(executor, name, CODE_MAKER, _tests(STANDARD_CODE[name]), entry_point="f")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+CODE_BUILDING_LINES = {
+    "CodeType": "import types\ntypes.CodeType(0, 0, 0, 0, 0, 0, f(1), (), (), (), 't', 'g', 'g', 1, b'', b'', (), ())",
+    "code.replace": "code = compile('0', 't', 'eval').replace(co_code=f(1))",
+    "source_to_code": (
+        "import importlib.machinery\nimportlib.machinery.SourceFileLoader('m', 'm').source_to_code(f(1), 'm')"
+    ),
+    "_compile_bytecode": "from importlib._bootstrap_external import _compile_bytecode\n_compile_bytecode(f(1))",
+    "a string's replace (no finding)": "self.assertEqual(f('ab').replace('a', 'b'), 'bb')",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CODE_BUILDING_LINES))
+def test_doctor_names_tests_that_build_code_objects_in_the_runner(name):
+    named = any("builds a code object" in item for item in shape_findings(_tests(CODE_BUILDING_LINES[name])))
+    assert named is not name.endswith("(no finding)")
