@@ -455,6 +455,18 @@ def own_iterator_findings(tree: ast.Module, model: _ModelCode) -> list[str]:
     return found
 
 
+def class_pattern_findings(tree: ast.Module, model: _ModelCode) -> list[str]:
+    """``case Point(x=0)`` where ``Point`` is the model's class (round thirty-four): no class in the trusted runner."""
+    return [
+        f"tests line {node.lineno}: the test matches a class pattern naming the model's class "
+        f"({ast.unparse(node.cls)[:60]}), which is in the model's process under split trust and no class in the "
+        "runner: the run is an error naming the in-process fallback; compare its fields instead, or set "
+        "trust_mode='inprocess' (weaker)"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.MatchClass) and model.reaches(node.cls)
+    ]
+
+
 def model_source_findings(tree: ast.Module, model: _ModelCode) -> list[str]:
     found = []
     aliases = _import_aliases(tree)
@@ -1707,6 +1719,7 @@ def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "u
         + enum_argument_findings(tree, model)
         + model_coroutine_findings(tree, model)
         + model_source_findings(tree, model)
+        + class_pattern_findings(tree, model)
         + own_iterator_findings(tree, model)
         + text_run_findings(tree)
         if trust_mode == "split"

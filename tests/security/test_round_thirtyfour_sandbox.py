@@ -205,3 +205,97 @@ CODE_BUILDING_LINES = {
 def test_doctor_names_tests_that_build_code_objects_in_the_runner(name):
     named = any("builds a code object" in item for item in shape_findings(_tests(CODE_BUILDING_LINES[name])))
     assert named is not name.endswith("(no finding)")
+
+
+# --- what the tests read of the model's functions and classes, as in one process -------------------------------------
+MODEL_CLASSES = """
+import dataclasses
+class Base:
+    pass
+@dataclasses.dataclass
+class Point(Base):
+    x: int
+    y: int = 0
+class Sub(Point):
+    pass
+def f(a: int, b: list[int], c: dict[str, tuple[int, ...]] | None = None) -> int | None:
+    return a
+def make(x):
+    return Point(x)
+"""
+READS = {
+    "a function's module": "self.assertEqual(f.__module__, 'solution')",
+    "a class's module": "self.assertEqual(Point.__module__, 'solution')",
+    "an instance's module": "self.assertEqual(make(1).__module__, 'solution')",
+    "type hints of a function": (
+        "import typing\nhints = typing.get_type_hints(f)\n"
+        "self.assertEqual(hints, {'a': int, 'b': list[int], 'c': dict[str, tuple[int, ...]] | None, "
+        "'return': int | None})"
+    ),
+    "a class's annotations": "self.assertEqual(Point.__annotations__, {'x': int, 'y': int})",
+    "match args": "self.assertEqual(Point.__match_args__, ('x', 'y'))",
+    "subclasses": "self.assertEqual([c.__name__ for c in Point.__subclasses__()], ['Sub'])",
+}
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_what_the_tests_read_of_the_models_code_is_as_in_one_process(executor, name):
+    result = thirtyone._run(executor, name, MODEL_CLASSES, _tests(READS[name]), entry_point="make")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+def test_a_wrong_annotation_still_fails(executor):
+    code = MODEL_CLASSES.replace("-> int | None", "-> int")
+    result = thirtyone._run(executor, "wrong", code, _tests(READS["type hints of a function"]), entry_point="make")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [list[int], dict[str, list[int]], tuple[int, ...], int | None, list[int] | str, type[int]],
+    ids=str,
+)
+def test_type_expressions_cross_as_themselves(value):
+    assert wire.decode(wire.encode(value)) == value
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [{"ut": [{"h": 0}, None]}, {"ut": [{"bi": "int"}]}, {"ga": [1, [{"bi": "int"}]]}, {"ga": [{"bi": "list"}, []]}],
+    ids=["a model object in a union", "one member", "not a type", "no arguments"],
+)
+def test_a_malformed_type_expression_is_refused(tree):
+    with pytest.raises(wire.WireError):
+        wire.decode(tree, lambda _handle: object())
+
+
+MATCH = "match make(0):\n    case Point(x=0):\n        pass\n    case _:\n        self.fail('no match')"
+
+
+@pytest.mark.parametrize(
+    "code", [MODEL_CLASSES, MODEL_CLASSES.replace("return Point(x)", "return Point(x + 1)")], ids=["right", "wrong"]
+)
+def test_a_class_pattern_naming_the_models_class_is_a_loud_error_whatever_the_answer(executor, code):
+    result = thirtyone._run(executor, "match", code, _tests(MATCH), entry_point="make")
+    assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
+    assert "class pattern" in result.reason and "in-process fallback" in result.reason, result.reason
+
+
+def test_the_models_own_type_error_with_that_message_is_its_failure(executor):
+    code = "def make(x):\n    raise TypeError('called match pattern must be a type')\n"
+    result = thirtyone._run(executor, "raised", code, _tests("make(0)"), entry_point="make")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+
+
+def test_the_tests_own_class_patterns_still_run(executor):
+    tests = "class Own:\n    __match_args__ = ('v',)\n    def __init__(self, v):\n        self.v = v\n\n" + _tests(
+        "match Own(make(0).x):\n    case Own(0):\n        pass\n    case _:\n        self.fail('no match')"
+    ).replace("import os, unittest\n", "")
+    result = thirtyone._run(executor, "own", MODEL_CLASSES, "import os, unittest\n" + tests, entry_point="make")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+def test_doctor_names_a_class_pattern_naming_the_models_class():
+    assert any("class pattern" in item for item in shape_findings(_tests(MATCH)))
+    own = "class Point:\n    pass\n\n" + _tests(MATCH)
+    assert not any("class pattern" in item for item in shape_findings(own))

@@ -312,6 +312,7 @@ class CountingResult(unittest.TestResult):
         # tearDownModule, class and module cleanups. Plain unittest counts them as errors of the run; a
         # count of passing test methods alone would miss them (a failed assertion in tearDownClass).
         self.fixture_problems = 0
+        self.class_pattern_errors = 0  # (see class_pattern_error)
 
     def addSuccess(self, test):  # noqa: N802 - unittest.TestResult's method name
         super().addSuccess(test)
@@ -338,6 +339,7 @@ class CountingResult(unittest.TestResult):
     def addError(self, test, err):  # noqa: N802 - unittest.TestResult's method name
         self._count_fixture(test)
         self._note(test, err)
+        self.class_pattern_errors += class_pattern_error(err)
         super().addError(test, err)
 
     def addSubTest(self, test, subtest, err):  # noqa: N802 - unittest.TestResult's method name
@@ -355,6 +357,23 @@ class CountingResult(unittest.TestResult):
         if not self.first_failure:
             self.first_failure = f"{_test_name(test)}: unexpected success"
         super().addUnexpectedSuccess(test)
+
+
+def class_pattern_error(err) -> bool:
+    """Whether ``err`` is the interpreter's refusal of a ``match`` class pattern whose class is no type (``case
+    Point(x=0)`` where ``Point`` is a stub of the model's class, round thirty-four), raised in the tests' own frame:
+    never an exception of the model's carried over, whose innermost frame is the runner's."""
+    kind, value, trace = err
+    if kind is not TypeError or trace is None:
+        return False
+    while trace.tb_next is not None:
+        trace = trace.tb_next
+    message = value.args[0] if len(value.args) == 1 else None
+    return (
+        trace.tb_frame.f_code.co_filename == "<hidden tests>"
+        and type(message) is str
+        and message.startswith("called match pattern must be a ")
+    )
 
 
 def _test_name(test) -> str:

@@ -984,6 +984,9 @@ _REMOTE_DUNDERS = frozenset(
     # Round thirty-three: plain data of the model's functions and classes that tests read (a right answer failed on
     # this AttributeError): a function's defaults, an enum's members, an abstract class's abstract methods.
     | {"__defaults__", "__kwdefaults__", "__members__", "__abstractmethods__"}
+    # Round thirty-four: a function's or class's annotations (``typing.get_type_hints(f)`` was ``{}``), a class's
+    # ``__match_args__`` and ``__subclasses__``, the model's own (see also ``__module__`` in _stub_class).
+    | {"__annotations__", "__match_args__", "__subclasses__"}
 )
 
 
@@ -1544,6 +1547,9 @@ _STUB_CLASSES: dict[tuple, type] = {}
 MAX_STUB_CLASSES = 1024  # stub classes kept for reuse within a job (one per combination of the keys below)
 
 
+_MODEL_MODULE = property(lambda self: self._rp("getattr", name="__module__"))
+
+
 def _stub_class(
     mask: int,
     seen_as: type | None = None,
@@ -1562,7 +1568,8 @@ def _stub_class(
     if found is not None:
         return found
     # (``__doc__`` again: a class made without one has None there, which would hide the model object's own.)
-    namespace: dict[str, object] = {"__slots__": (), "__module__": __name__, "__doc__": vars(Remote)["__doc__"]}
+    # (``__module__`` too, round thirty-four: the model object's own, never this module's name)
+    namespace: dict[str, object] = {"__slots__": (), "__module__": _MODEL_MODULE, "__doc__": vars(Remote)["__doc__"]}
     namespace.update((name, _PROTOCOL[name]) for bit, name in enumerate(wire.PROTOCOL_DUNDERS) if mask >> bit & 1)
     if seen_as is not None:
         namespace["__class__"] = property(lambda _self: seen_as)
@@ -2600,6 +2607,14 @@ def _watch_patches() -> None:
         setattr(owner, name, function)
 
 
+# Round thirty-four: a ``match`` class pattern naming the model's class (``case Point(x=0)``) needs a class here, and a
+# stub is none: every answer, right or wrong, raised TypeError in the tests (a right answer's silent 0).
+_CLASS_PATTERN = (
+    "the hidden tests match a class pattern (case Cls(...)) naming a class of the model's code, which is no class in "
+    "the trusted runner"
+)
+
+
 def _needs_inprocess(conn: Connection) -> str:
     return (
         f"the hidden tests need the in-process fallback ({conn.boundary_error}); run this task with "
@@ -2879,6 +2894,8 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
         raise harness.HarnessError(f"the test source has {expected} test methods but the loader found {loaded}")
     result = harness.run_suite(suite, module)
     MARKS["r_ran"] = time.monotonic()
+    if result.class_pattern_errors and conn.boundary_error is None:
+        conn.boundary_error = _CLASS_PATTERN
     if conn.boundary_error:
         raise harness.HarnessError(_needs_inprocess(conn))
     return {

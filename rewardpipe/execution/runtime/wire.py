@@ -239,7 +239,8 @@ def recv_json(fd: int, limit: int = MAX_FRAME_BYTES, max_values: int | None = No
 # class), {"ex": [name, [args]]} (a built-in exception returned as a value), {"e": "Ellipsis"/"NotImplemented"},
 # {"bi": name} (a built-in from _BUILTINS_BY_NAME), {"dtx"/"tmx": [isoformat, fold, zone name, zone key]} (what
 # isoformat leaves out), {"vc": "collections.OrderedDict"} (a class of _VALUE_CLASSES), {"r": n} (a container met
-# again in the same value: the n-th of _SHAREABLE's kinds, see encode).
+# again in the same value: the n-th of _SHAREABLE's kinds, see encode), {"ga": [origin, [args]]} (``list[int]``),
+# {"ut": [args]} (``int | None``, None for NoneType).
 
 _SCALARS = (type(None), bool, int, float, str)
 # The built-in types whose values cross as plain data (and cross by name themselves).
@@ -1053,6 +1054,8 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
         return {"bi": name}
     if (kind is type or kind is _FRACTION_METACLASS) and value in _VALUE_CLASS_NAMES:  # (their metaclasses, exactly)
         return {"vc": _VALUE_CLASS_NAMES[value]}
+    if kind is types.GenericAlias or (kind is types.UnionType and all(map(_plain_type, value.__args__))):
+        return _type_expression_tree(value, make_handle, depth, nodes, refs)
     if issubclass(kind, fractions.Fraction):
         parts = (int.__int__(_FRACTION_NUMERATOR(value)), int.__int__(_FRACTION_DENOMINATOR(value)))
         return {"fr": [_encode_shared(part, None, depth, nodes) for part in parts]}
@@ -1060,6 +1063,33 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
         raise Unencodable(f"a {kind.__name__} cannot cross the sandbox boundary as plain data")
     handle = make_handle(value)
     return handle if type(handle) is dict else {"h": handle}  # (a dict: a standard callable, by name)
+
+
+# Round thirty-four: type expressions (a model function's annotations, ``typing.get_type_hints(f)``; a value the tests
+# pass) cross as themselves: ``list[int]`` as its origin and arguments, ``int | None`` as its members when each is a
+# plain type (a built-in or a value class, NoneType, another such expression); any other as a handle, as before. The
+# receiver builds them with ``types.GenericAlias`` and ``|`` of the types themselves: no code of a sender's class runs.
+def _plain_type(value) -> bool:
+    kind = type(value)
+    if kind is types.GenericAlias:
+        return True
+    if kind is types.UnionType:
+        return all(map(_plain_type, value.__args__))
+    return kind is type and (value is type(None) or value in _VALUE_CLASS_NAMES or _builtin_type(value))
+
+
+def _builtin_type(value: type) -> bool:
+    name = type.__dict__["__name__"].__get__(value)
+    return _BUILTINS_BY_NAME.get(name) is value
+
+
+def _type_expression_tree(value, make_handle, depth, nodes, refs) -> dict:
+    if type(value) is types.GenericAlias:
+        origin, args = value.__origin__, value.__args__
+        parts = [_encode_shared(arg, make_handle, depth, nodes, refs) for arg in args]
+        return {"ga": [_encode_shared(origin, make_handle, depth, nodes, refs), parts]}
+    members = (None if arg is type(None) else arg for arg in value.__args__)
+    return {"ut": [_encode_shared(member, make_handle, depth, nodes, refs) for member in members]}
 
 
 # --- standard callables the tests hand to the model's code (round twelve) -------------------------------------------
@@ -1432,6 +1462,19 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             if kind not in _EXCEPTION_TYPES:
                 raise WireError("malformed exception value")
             return kind(*(_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(args)))
+        if tag == "ga":
+            origin, args = _as_list(body)
+            origin = _decode(origin, resolve_handle, depth, nodes, originals)
+            items = tuple(_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(args))
+            if not isinstance(origin, type) or not items:
+                raise WireError("malformed generic alias")
+            return types.GenericAlias(origin, items)
+        if tag == "ut":
+            members = [_decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)]
+            members = [type(None) if member is None else member for member in members]
+            if len(members) < 2 or not all(map(_plain_type, members)):
+                raise WireError("malformed union of types")
+            return functools.reduce(operator.or_, members)
         if tag == "e":
             if body not in _SINGLETONS:
                 raise WireError("unknown singleton")
