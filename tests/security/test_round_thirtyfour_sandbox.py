@@ -9,6 +9,7 @@ reply over its value budget is): what decoding costs is linear in what the model
 
 from __future__ import annotations
 
+import fractions
 import textwrap
 
 import pytest
@@ -299,3 +300,32 @@ def test_doctor_names_a_class_pattern_naming_the_models_class():
     assert any("class pattern" in item for item in shape_findings(_tests(MATCH)))
     own = "class Point:\n    pass\n\n" + _tests(MATCH)
     assert not any("class pattern" in item for item in shape_findings(own))
+
+
+def _fraction_tree(numerator: int, denominator: int) -> dict:
+    return {"fr": [{"i": format(numerator, "x")}, {"i": format(denominator, "x")}]}
+
+
+def test_fractions_too_long_to_reduce_are_refused_before_their_gcd():
+    # Two parts of 2**20 bits: reducing them is 2**40 bits times bits, over the budget (minutes of the runner's CPU
+    # at a reply's 16 MiB).
+    odd = (1 << (1 << 20)) - 1
+    with pytest.raises(wire.ValueBudgetExceeded):
+        wire.decode(_fraction_tree(odd, odd - 2))
+    # The budget is the reply's: many fractions of 2**17-bit parts come to it too.
+    part = (1 << (1 << 17)) - 1
+    with pytest.raises(wire.ValueBudgetExceeded):
+        wire.decode({"l": [_fraction_tree(part, part - 2) for _ in range(20)]})
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        fractions.Fraction(1, 3),
+        sum(fractions.Fraction(1, k) for k in range(1, 2000)),  # a harmonic number: ~2,800 digits each part
+        fractions.Fraction(3**100_000, 2),
+    ],
+    ids=["small", "harmonic", "a long numerator over a short denominator"],
+)
+def test_fractions_within_the_budget_cross_as_they_were(value):
+    assert wire.decode(wire.encode(value)) == value

@@ -750,7 +750,7 @@ MAX_EXPANDED_VALUES = 1_000_000
 
 
 class _Session:
-    __slots__ = ("built", "collisions", "count", "done", "expanded", "sizes")
+    __slots__ = ("built", "collisions", "count", "done", "expanded", "gcd_work", "sizes")
 
     def __init__(self):
         self.count = 0  # encode: shareable containers met so far
@@ -759,6 +759,7 @@ class _Session:
         self.sizes: list[int] = []  # decode: the values each stands for, expanded
         self.expanded = 0  # decode: values built so far, references expanded
         self.collisions = 0  # decode: pairs of a set's items or a mapping's keys whose hashes are equal (_hashed)
+        self.gcd_work = 0  # decode: what reducing its fractions costs (_spend_on_gcd)
 
 
 _SESSIONS = threading.local()  # the session of the encode or decode running on this thread
@@ -1494,6 +1495,7 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             return decimal.Decimal(_as_str(body))
         if tag == "fr":
             numerator, denominator = (_as_int(_decode(part, None, depth, nodes)) for part in _as_list(body))
+            _spend_on_gcd(numerator, denominator)
             return fractions.Fraction(numerator, denominator)
         if tag == "l":
             if depth <= 200 and type(body) is list and set(map(type, body)) <= _PLAIN_JSON_KINDS:  # (themselves, in C)
@@ -1649,6 +1651,19 @@ def _decode_pairs(mapping, body, resolve_handle, depth, nodes, originals):
 # container of fewer than _HASH_CHECK_AT_LEAST items is built as before, unhashed (a stub's hash is a call).
 MAX_HASH_COLLISIONS = 16_384
 _HASH_CHECK_AT_LEAST = 16
+
+
+# (round thirty-four) A fraction is reduced to lowest terms as it is built: the greatest common divisor of its two
+# parts, whose cost grows as the product of their lengths (two parts of 400,000 bits: 0.16 s of the runner's CPU, in C;
+# two of a reply's 16 MiB: many minutes). A reply's fractions may spend MAX_GCD_WORK (bits times bits) between them.
+MAX_GCD_WORK = 1 << 38
+
+
+def _spend_on_gcd(numerator: int, denominator: int) -> None:
+    session = _session()
+    session.gcd_work += numerator.bit_length() * denominator.bit_length()
+    if session.gcd_work > MAX_GCD_WORK:
+        raise ValueBudgetExceeded(f"fractions whose parts are too long to reduce (over {MAX_GCD_WORK} bits times bits)")
 
 
 def _hashed(items: list) -> list:
