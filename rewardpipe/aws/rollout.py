@@ -939,17 +939,33 @@ SCORED_NAME = "scored.json"
 KEPT_EXECUTION = "execution"
 
 
+class KeptScoreUnreadable(RuntimeError):
+    """The kept score (:data:`SCORED_NAME`) may be there but S3 did not answer its read (throttled, a server error,
+    the connection cut, access denied): not "no score", so the state that scored must not score again."""
+
+
 def kept_score(store: Any, run: str, attempt: str, rollout: str | None = None) -> tuple[Record, Any] | None:
     """``(record, execution or None)`` this very attempt scored and kept (:data:`SCORED_NAME`), or None: none (the
-    usual case), unreadable, not scored, or of another run or rollout, none of which is a score."""
+    usual case: the store says there is no such object), not a scored record, or of another run or rollout, none of
+    which is a score. A read the store could not answer raises :class:`KeptScoreUnreadable` (with the store's error
+    as its cause, so a transient one is retried as such): taking it for "none" would score the rollout again."""
     from rewardpipe.execution.result import ExecutionResult
     from rewardpipe.store import StoreError
 
     try:
-        states = StateStore(store, run, attempt)
-        raw = states.get(states.key(SCORED_NAME))
+        key = StateStore(store, run, attempt).key(SCORED_NAME)
+    except ValueError:
+        return None
+    try:
+        data = store.get_bytes(key)
+    except KeyError:
+        return None
+    except StoreError as exc:
+        raise KeptScoreUnreadable(f"the kept score at {key} could not be read: {exc}") from exc
+    try:
+        raw = json.loads(data)
         record = Record.model_validate(raw)
-    except (ValueError, FileNotFoundError, StoreError):
+    except ValueError:  # not JSON, not UTF-8, not a record: written by no scoring state
         return None
     if record.status != "scored" or record.run_id != run or (rollout is not None and record.rollout_id != rollout):
         return None
@@ -1387,7 +1403,10 @@ def record_failure(
     if snapshot is None and event.rollout is None and event.execution and read_execution_input is not None:
         event = read_execution_input(event)
         snapshot = _failed_snapshot(store, event, env)
-    scored = kept_score(store, event.run, event.attempt)
+    try:
+        scored = kept_score(store, event.run, event.attempt)
+    except KeptScoreUnreadable:  # the states before retried the read: an error record, never a score taken again
+        scored = None
     if scored is not None:  # the failure came after this attempt's score: answered with it, as it stands
         return _keep_score(store, *scored, snapshot, env)
     state = snapshot.state if snapshot is not None else None
