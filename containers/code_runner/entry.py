@@ -11,8 +11,13 @@ The root filesystem is read-only, so the only writable place is the scratch volu
 scratch volume the runtime user cannot write fails at once with a message that says so, instead of
 every job ending in an opaque sandbox error.
 
-Exit status: 0 = a verdict was written (whatever it is); 1 = the job could not be run (no result
-written, so the state machine records ``executor_crash``); 2 = bad configuration.
+A task runs its job only after claiming it (rewardpipe.aws.jobs.claim_job): a second task of the same job (Step
+Functions retried the Fargate step after an ECS error, with the first task started) runs nothing and waits for
+the first task's result.
+
+Exit status: 0 = a verdict was written (whatever it is; by this task or, for a claimed job, by the task that
+claimed it); 1 = the job could not be run (no result written, so the state machine records ``executor_crash``);
+2 = bad configuration.
 """
 
 from __future__ import annotations
@@ -67,6 +72,18 @@ def use_scratch(env: Mapping[str, str]) -> str | None:
     return problem
 
 
+def _run_by_another_task(store: Any, env: Mapping[str, str], wait_s: float) -> int:
+    """Another task claimed this job (a retried Fargate step): its result, not a second run, is the verdict."""
+    from rewardpipe.aws import jobs
+
+    result = jobs.wait_for_result(store, env["RESULT_KEY"], wait_s)
+    if result is None:
+        _error("job claimed by another task, which left no result; not run again", job_key=env["JOB_KEY"])
+        return 1
+    print(json.dumps({"level": "INFO", "message": "job already run by another task", "job_key": env["JOB_KEY"]}))
+    return 0
+
+
 def main(env: Mapping[str, str] | None = None, s3_client: Any = None, executor: Any = None) -> int:
     env = dict(os.environ if env is None else env)
     missing = [name for name in REQUIRED if not env.get(name)]
@@ -89,6 +106,8 @@ def main(env: Mapping[str, str] | None = None, s3_client: Any = None, executor: 
             s3_client = boto3.client("s3")
         store = S3Store(env["BUCKET"], client=s3_client)
         job = jobs.get_job(store, env["JOB_KEY"])
+        if not jobs.claim_job(store, env["JOB_KEY"]):
+            return _run_by_another_task(store, env, job.timeout_s + jobs.CLAIM_WAIT_MARGIN_S)
         scrubbed = scrub_credentials(os.environ)
         dumpable_off = make_non_dumpable()
         if executor is None:

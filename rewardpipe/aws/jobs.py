@@ -8,11 +8,16 @@
   from S3 and writes the result there: ``jobs/<run>/<rollout>/<attempt>/job.json`` and ``.../result.json``.
   The attempt id is fresh for every job, so a result left by an earlier attempt can never be mistaken for
   this one's (containers/code_runner/entry.py).
+* A Fargate task **claims** its job before running it (:func:`claim_job`: ``.../claim.json``, created only if
+  absent). Step Functions retries the Fargate step on an ECS error, and an error after the task started (a
+  failed status poll) starts a second task of the same job: that task runs nothing; it waits for the first
+  task's result (:func:`wait_for_result`) or ends with none, so a job never runs twice.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
@@ -91,6 +96,61 @@ def get_result(store: Any, key: str) -> ExecutionResult | None:
     """The result, or None if the runner never wrote one."""
     raw = store.get_json(_check(key), default=None)
     return None if raw is None else ExecutionResult.model_validate(raw)
+
+
+CLAIM_NAME = "claim.json"
+# S3 answers a conditional create of a key that exists (or is being created) with 412 (or 409).
+_CLAIMED = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
+# How long a second task of a job waits for the first task's result beyond the job's own budget, and how often
+# it looks (the Fargate step's timeout stops it sooner; rollout_workflow.fargate_step_timeout_s).
+CLAIM_WAIT_MARGIN_S = 600
+CLAIM_POLL_S = 5.0
+_sleep, _clock = time.sleep, time.monotonic
+
+
+def claim_key(job_key: str) -> str:
+    """``jobs/<run>/<rollout>/<attempt>/claim.json``, beside the job."""
+    return _check(job_key).rsplit("/", 1)[0] + "/" + CLAIM_NAME
+
+
+def claim_job(store: Any, job_key: str) -> bool:
+    """Claim the job at ``job_key`` for this task: True when no task claimed it before (a conditional create,
+    ``If-None-Match: *``, so of two tasks started at once only one wins), False when another task has it."""
+    from rewardpipe.store import StoreError, s3_error_code
+
+    key = claim_key(job_key)
+    body = json.dumps({"claimed_at": time.time()}).encode("utf-8")
+    try:
+        store._call(
+            f"claim {key}",
+            store.client.put_object,
+            Bucket=store.bucket,
+            Key=store._full(key),
+            Body=body,
+            ContentType="application/json",
+            IfNoneMatch="*",
+        )
+    except StoreError as exc:
+        if exc.__cause__ is not None and s3_error_code(exc.__cause__) in _CLAIMED:
+            return False
+        raise
+    return True
+
+
+def wait_for_result(store: Any, key: str, wait_s: float) -> ExecutionResult | None:
+    """The result another task of the job writes at ``key``, looked for every :data:`CLAIM_POLL_S` for up to
+    ``wait_s`` seconds; None if none came (a read S3 could not answer is tried again at the next look)."""
+    from rewardpipe.store import StoreError
+
+    deadline = _clock() + wait_s
+    while True:
+        try:
+            result = get_result(store, key)
+        except StoreError:
+            result = None
+        if result is not None or _clock() >= deadline:
+            return result
+        _sleep(CLAIM_POLL_S)
 
 
 def summary(result: ExecutionResult) -> dict[str, Any]:

@@ -5,6 +5,9 @@
   (NoSuchKey) or one that is not a score is "none" now; a read S3 could not answer fails the state (a transient
   error, which Step Functions retries), and RecordError, reading it no better, writes an error record: the
   rollout is never scored a second time.
+* A Fargate step retried by Step Functions on an ECS error after its task had started ran the job a second time. A
+  task now claims its job (a conditional create of ``claim.json`` beside it) before it runs it: a second task of the
+  same job runs nothing; it waits for the first task's result, or ends with none (``executor_crash``).
 """
 
 from __future__ import annotations
@@ -104,3 +107,92 @@ class TestAKeptScoreSOnlyMissingWhenS3SaysSo:
         assert kept_score(bucket, "r", "att-1") is None
         bucket.put_bytes("runs/r/state/att-1/scored.json", b"{not json")
         assert kept_score(bucket, "r", "att-1") is None
+
+
+# -- a retried Fargate step runs its job once ----------------------------------------------------------------------
+
+
+class _CountingExecutor:
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def run(self, job):
+        from rewardpipe.execution.result import ExecutionResult
+
+        self.runs += 1
+        return ExecutionResult(id=job.id, status="passed", passed=1, total=1, reason=f"run {self.runs}")
+
+
+def _fargate_job(bucket):  # noqa: F811
+    from rewardpipe.aws import jobs
+    from rewardpipe.execution.result import ExecutionJob
+
+    job_key, result_key = jobs.job_keys("r", "x", "a1")
+    jobs.put_job(bucket, job_key, ExecutionJob(code="def f():\n    return 1\n", entry_point="f", tests="", timeout_s=5))
+    return {"BUCKET": bucket.bucket, "JOB_KEY": job_key, "RESULT_KEY": result_key}
+
+
+def _entry_in_process(monkeypatch):
+    """containers/code_runner/entry.py's main, without scrubbing this test process's own credentials."""
+    import importlib
+    import sys
+
+    from rewardpipe.aws import hardening
+    from tests.aws import harness
+
+    monkeypatch.setattr(hardening, "scrub_credentials", lambda env: [])
+    monkeypatch.setattr(hardening, "make_non_dumpable", lambda: False)
+    monkeypatch.syspath_prepend(str(harness.ROOT / "containers" / "code_runner"))
+    sys.modules.pop("entry", None)
+    return importlib.import_module("entry")
+
+
+class TestARetriedFargateStepRunsItsJobOnce:
+    def test_a_second_task_of_a_finished_job_runs_nothing_and_keeps_its_result(
+        self,
+        bucket,  # noqa: F811
+        monkeypatch,
+        tmp_path,
+    ):
+        """Before: Step Functions' retry of RunCodeFargate (an ECS error after the task had started) started a task
+        that ran the job again and replaced the first run's result with its own."""
+        entry = _entry_in_process(monkeypatch)
+        env = {**_fargate_job(bucket), "TMPDIR": str(tmp_path)}
+        executor = _CountingExecutor()
+        assert entry.main(env, s3_client=bucket.client, executor=executor) == 0
+        assert entry.main(env, s3_client=bucket.client, executor=executor) == 0  # the retry's task
+        assert executor.runs == 1
+        assert bucket.get_json(env["RESULT_KEY"])["reason"] == "run 1"
+
+    def test_a_second_task_while_the_first_runs_waits_for_its_result(self, bucket, monkeypatch, tmp_path):  # noqa: F811
+        from rewardpipe.aws import jobs
+        from rewardpipe.execution.result import ExecutionResult
+
+        entry = _entry_in_process(monkeypatch)
+        env = {**_fargate_job(bucket), "TMPDIR": str(tmp_path)}
+        assert jobs.claim_job(bucket, env["JOB_KEY"])  # the first task, still running
+        assert not jobs.claim_job(bucket, env["JOB_KEY"])
+        polls: list[float] = []
+
+        def sleep(seconds):  # the first task writes its result while the second waits
+            polls.append(seconds)
+            jobs.put_result(bucket, env["RESULT_KEY"], ExecutionResult(id="x", status="passed", passed=1, total=1))
+
+        monkeypatch.setattr(jobs, "_sleep", sleep)
+        executor = _CountingExecutor()
+        assert entry.main(env, s3_client=bucket.client, executor=executor) == 0
+        assert executor.runs == 0 and polls
+
+    def test_a_second_task_whose_first_left_no_result_fails_without_running(self, bucket, monkeypatch, tmp_path):  # noqa: F811
+        from rewardpipe.aws import jobs
+
+        entry = _entry_in_process(monkeypatch)
+        env = {**_fargate_job(bucket), "TMPDIR": str(tmp_path)}
+        jobs.claim_job(bucket, env["JOB_KEY"])
+        clock = iter(range(0, 10_000, 100))
+        monkeypatch.setattr(jobs, "_clock", lambda: next(clock))
+        monkeypatch.setattr(jobs, "_sleep", lambda s: None)
+        executor = _CountingExecutor()
+        assert entry.main(env, s3_client=bucket.client, executor=executor) == 1  # no result: executor_crash
+        assert executor.runs == 0
+        assert bucket.get_json(env["RESULT_KEY"], default=None) is None
