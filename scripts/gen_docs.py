@@ -253,12 +253,17 @@ def setting_keys() -> list[str]:
 
 
 def _model_checks(model: type[BaseModel]) -> list[str]:
-    """The docstring of each cross-field validator of ``model``, when it has one."""
+    """The docstring of each cross-field validator of ``model`` and of the settings objects nested in it, when it
+    has one (a nested object's checks are the page's only word on them, e.g. the Fargate cpu/memory pairs)."""
     checks: list[str] = []
     for decorator in model.__pydantic_decorators__.model_validators.values():
         doc = inspect.getdoc(decorator.func)
         if doc:
             checks.append(" ".join(doc.split()))
+    for field in model.model_fields.values():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            checks += [check for check in _model_checks(annotation) if check not in checks]
     return checks
 
 

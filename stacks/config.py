@@ -89,6 +89,8 @@ class AlarmSettings(AlarmPolicy):
     @model_validator(mode="before")
     @classmethod
     def _removed(cls, data: Any) -> Any:
+        """The removed `alarms.evaluation_periods` and `alarms.datapoints_to_alarm` are refused (set
+        `alarms.error_steps`)."""
         removed = [name for name in REMOVED_ALARM_SETTINGS if isinstance(data, dict) and name in data]
         if removed:
             raise ValueError(
@@ -143,6 +145,8 @@ class LambdaSettings(_Strict):
 
     @model_validator(mode="after")
     def _room_for_the_sandbox(self) -> LambdaSettings:
+        """`lambda.code_runner_memory_mb` and `lambda.single_turn_memory_mb` leave the sandbox room for its jobs
+        (one job in the code runner, the single-turn reward's workers in its function)."""
         for problem in (
             too_small_for_sandbox("lambda.code_runner_memory_mb", self.code_runner_memory_mb, 1),
             too_small_for_sandbox("lambda.single_turn_memory_mb", self.single_turn_memory_mb, MIN_SINGLE_TURN_WORKERS),
@@ -183,7 +187,8 @@ def fargate_size_problem(cpu: int, memory_mib: int) -> str | None:
 
 
 class FargateSettings(_Strict):
-    # An int checked against the sizes (a Literal of ints would take 1024.0 and True-like values in pydantic).
+    # CPU units of the long-job runner task: a Fargate size (256, 512, 1024, 2048, 4096, 8192 or 16384); its
+    # memory must be one Fargate pairs with it (below).
     cpu: int = Field(default=1024, json_schema_extra={"enum": list(FARGATE_CPU_UNITS)})
     memory_mib: int = Field(default=2048)
     # The task's whole lifetime; the job's own budget is enforced inside by the sandbox.
@@ -192,12 +197,18 @@ class FargateSettings(_Strict):
     @field_validator("cpu")
     @classmethod
     def _cpu_size(cls, cpu: int) -> int:
+        # An int checked against the sizes (a Literal of ints would take 1024.0 and True-like values in pydantic).
         if cpu not in FARGATE_CPU_UNITS:
             raise ValueError(f"must be one of {', '.join(map(str, FARGATE_CPU_UNITS))} (Fargate's task CPU units)")
         return cpu
 
     @model_validator(mode="after")
     def _valid_size(self) -> FargateSettings:
+        """`fargate.cpu` and `fargate.memory_mib` are a task size Fargate offers (ECS refuses any other pair when the
+        stack is deployed); the memory sizes, in MiB, of each CPU size: 256: 512, 1024, 2048; 512: 1024, 2048, 3072,
+        4096; 1024: 2048 to 8192 in steps of 1024; 2048: 4096 to 16384 in steps of 1024; 4096: 8192 to 30720 in steps
+        of 1024; 8192: 16384 to 61440 in steps of 4096; 16384: 32768 to 122880 in steps of 8192. `fargate.memory_mib`
+        also leaves the sandbox room for a job."""
         problem = too_small_for_sandbox("fargate.memory_mib", self.memory_mib, 1) or fargate_size_problem(
             self.cpu, self.memory_mib
         )
@@ -215,6 +226,7 @@ class StorageSettings(_Strict):
 
     @model_validator(mode="after")
     def _order(self) -> StorageSettings:
+        """`storage.expire_runs_days` is greater than `storage.transition_to_ia_days`."""
         if self.expire_runs_days <= self.transition_to_ia_days:
             raise ValueError("storage.expire_runs_days must be greater than storage.transition_to_ia_days")
         return self
@@ -300,6 +312,8 @@ class JudgeSettings(_Strict):
 
     @model_validator(mode="after")
     def _one_judge(self) -> JudgeSettings:
+        """One judge: `judge.bedrock_model_id`, or `judge.base_url` with `judge.model` (and optionally
+        `judge.api_key_secret`), not both."""
         if self.bedrock_model_id and (self.base_url or self.model or self.api_key_secret):
             raise ValueError("judge.bedrock_model_id and judge.base_url/model/api_key_secret name two judges: keep one")
         if bool(self.base_url) != bool(self.model):
@@ -388,6 +402,10 @@ class DeploymentSettings(_Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> DeploymentSettings:
+        """`execution_routing_threshold_s` leaves the code-runner Lambda headroom (at most
+        `lambda.code_runner_timeout_s` less 60 s) and is below `fargate.task_timeout_s`; `lambda.policy_timeout_s`
+        holds one LLM turn, as long as `policy.http_timeout_s` and `policy.http_retries` let it take, and the rest of
+        the step."""
         limit = self.functions.code_runner_timeout_s - ROUTING_MARGIN_S
         if self.execution_routing_threshold_s > limit:
             raise ValueError(
