@@ -9,6 +9,15 @@
   value CloudFormation fills in at deploy time (a queue URL, an ARN) counted at the longest it can be.
 
 A breach fails the synth naming the function, its figure and the limit (:class:`LimitError`).
+
+IAM's policy size quotas (IAM User Guide, "IAM and AWS STS quotas") are checked at synth too
+(:class:`PolicySizeValidation`): "Role policy size cannot exceed 10,240 characters" (every inline policy of a role
+together; aws-cdk puts each grant of a role in one inline DefaultPolicy, so every grant grows it), a managed policy
+at most 6,144 characters and a role trust policy 2,048; "IAM does not count white space"; and at most 10 managed
+policies attached to a role (the default AttachedPoliciesPerRoleQuota). aws-cdk moves what does not fit a role's
+inline policy into managed "OverflowPolicy" ones, which count against those 10. Counted with every value
+CloudFormation fills in at its longest, like the environment variables. A policy over its quota would fail the
+deployment at that resource, halfway through.
 """
 
 from __future__ import annotations
@@ -16,9 +25,13 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+import jsii
+from constructs import IValidation
 
 from stacks.config import SettingsError
 
@@ -189,3 +202,132 @@ def enforce_function_limits(stack: Any) -> None:
     problems = check_function_limits(stack)
     if problems:
         raise LimitError("a function exceeds a Lambda limit:\n  " + "\n  ".join(problems))
+
+
+# -- IAM policy sizes -----------------------------------------------------------------------------------------------
+
+ROLE_POLICY_CHARS = 10_240
+MANAGED_POLICY_CHARS = 6_144
+TRUST_POLICY_CHARS = 2_048
+ROLE_MANAGED_POLICIES = 10
+
+
+def policy_longest_values() -> dict[str, int]:
+    """:func:`_longest_values` with the ids and ARNs a policy names (each service's documented longest)."""
+    longest = _longest_values()
+    arn = longest["AWS::SQS::Queue.Arn"] - 80  # arn:<partition>:<service>:<region>:<account>:
+    return {
+        **longest,
+        "AWS::EC2::VPCEndpoint": len("vpce-") + 17,
+        "AWS::EC2::VPC": len("vpc-") + 17,
+        "AWS::EC2::VPC.DefaultSecurityGroup": len("sg-") + 17,
+        "AWS::EC2::SecurityGroup.GroupId": len("sg-") + 17,
+        "AWS::Logs::LogGroup.Arn": arn + len("log-group:") + 512 + len(":*"),
+        "AWS::ECS::TaskDefinition": arn + len("task-definition/") + 255 + 1 + 10,
+        "AWS::ECS::Cluster": 255,
+        "AWS::ECS::Cluster.Arn": arn + len("cluster/") + 255,
+        "AWS::IAM::Role.Arn": arn + len("role/") + 512 + 64,
+        "AWS::KMS::Key.Arn": arn + len("key/") + 36,
+        "AWS::DynamoDB::Table.Arn": arn + len("table/") + 255,
+        "AWS::SecretsManager::Secret": arn + len("secret:") + 512 + 7,
+    }
+
+
+def policy_chars(node: Any, types: dict[str, str], longest: dict[str, int]) -> int:
+    """Non-whitespace characters of a policy document as IAM counts them, each intrinsic at its longest value
+    (one CloudFormation cannot bound, at :data:`UNKNOWN_VALUE`)."""
+    if isinstance(node, str):
+        return len(re.sub(r"\s", "", json.dumps(node)))
+    if isinstance(node, list):
+        return 2 + sum(policy_chars(x, types, longest) for x in node) + max(0, len(node) - 1)
+    if isinstance(node, dict) and len(node) == 1 and next(iter(node)) == "Fn::Sub":
+        text, variables = node["Fn::Sub"], cast("dict[str, Any]", {})
+        if isinstance(text, list):
+            text, variables = text[0], text[1] if len(text) > 1 else {}
+        bound = {name: value_bound(value, types, longest) for name, value in variables.items()}
+        names = re.findall(r"\$\{([^}]+)\}", text)
+        return (
+            2
+            + len(re.sub(r"\$\{[^}]+\}", "", text))
+            + sum(bound.get(n) or value_bound({"Ref": n}, types, longest) for n in names)
+        )
+    if isinstance(node, dict) and len(node) == 1 and next(iter(node)) == "Fn::Join":
+        separator, parts = node["Fn::Join"]
+        return 2 + sum(policy_chars(p, types, longest) - 2 for p in parts) + len(separator) * max(0, len(parts) - 1)
+    if isinstance(node, dict) and len(node) == 1 and next(iter(node)) in ("Ref", "Fn::GetAtt"):
+        return 2 + value_bound(node, types, longest)
+    if isinstance(node, dict):
+        items = node.items()
+        return 2 + sum(len(json.dumps(k)) + 1 + policy_chars(v, types, longest) for k, v in items) + len(node) - 1
+    return len(str(node).lower())
+
+
+def _role_logical_id(ref: Any) -> str | None:
+    return ref.get("Ref") if isinstance(ref, dict) and isinstance(ref.get("Ref"), str) else None
+
+
+def check_policy_sizes(stack: Any) -> list[str]:
+    """One line per policy over its IAM quota (empty: every policy fits)."""
+    from aws_cdk import aws_iam as iam
+
+    types, longest = _resource_types(stack), policy_longest_values()
+    per_role: dict[str, int] = {}
+    attached: dict[str, int] = {}
+    names: dict[str, str] = {}
+    problems = []
+    for node in stack.node.find_all():
+        if isinstance(node, iam.CfnPolicy):
+            size = policy_chars(stack.resolve(node.policy_document), types, longest)
+            for role in stack.resolve(node.roles) or []:
+                logical = _role_logical_id(role)
+                if logical:
+                    per_role[logical] = per_role.get(logical, 0) + size
+        elif isinstance(node, iam.CfnManagedPolicy):
+            for role in stack.resolve(node.roles) or []:
+                logical = _role_logical_id(role)
+                if logical:
+                    attached[logical] = attached.get(logical, 0) + 1
+            size = policy_chars(stack.resolve(node.policy_document), types, longest)
+            if size > MANAGED_POLICY_CHARS:
+                problems.append(
+                    f"{node.node.path}: the managed policy takes up to {size:,} characters; IAM allows "
+                    f"{MANAGED_POLICY_CHARS:,}"
+                )
+        elif isinstance(node, iam.CfnRole):
+            logical = stack.resolve(node.logical_id)
+            names[logical] = node.node.path
+            size = policy_chars(stack.resolve(node.assume_role_policy_document), types, longest)
+            if size > TRUST_POLICY_CHARS:
+                problems.append(
+                    f"{node.node.path}: the trust policy takes up to {size:,} characters; IAM allows "
+                    f"{TRUST_POLICY_CHARS:,}"
+                )
+            attached[logical] = attached.get(logical, 0) + len(stack.resolve(node.managed_policy_arns) or [])
+            for policy in stack.resolve(node.policies) or []:
+                document = policy.get("PolicyDocument", policy.get("policyDocument"))
+                per_role[logical] = per_role.get(logical, 0) + policy_chars(document, types, longest)
+    for logical, size in per_role.items():
+        if size > ROLE_POLICY_CHARS:
+            problems.append(
+                f"{names.get(logical, logical)}: the role's inline policies take up to {size:,} characters together; "
+                f"IAM allows {ROLE_POLICY_CHARS:,} per role (each grant to the role adds to its DefaultPolicy)"
+            )
+    for logical, count in attached.items():
+        if count > ROLE_MANAGED_POLICIES:
+            problems.append(
+                f"{names.get(logical, logical)}: {count} managed policies attached to the role (aws-cdk's "
+                f"OverflowPolicy ones included); IAM allows {ROLE_MANAGED_POLICIES} by default"
+            )
+    return problems
+
+
+@jsii.implements(IValidation)
+class PolicySizeValidation:
+    """Fails the synth when a role's inline policies, a managed policy or a trust policy is over its IAM quota,
+    naming the role or policy, its size and the quota (the deployment would fail at that resource)."""
+
+    def __init__(self, stack: Any) -> None:
+        self._stack = stack
+
+    def validate(self) -> list[str]:
+        return check_policy_sizes(self._stack)

@@ -26,7 +26,7 @@ from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.single_turn import SingleTurnReward
 from stacks.constructs.storage import Storage
 from stacks.constructs.user_layer import UserLayer, check_shipped
-from stacks.limits import enforce_function_limits
+from stacks.limits import PolicySizeValidation, enforce_function_limits
 
 
 class RewardPipeStack(Stack):
@@ -162,6 +162,8 @@ class RewardPipeStack(Stack):
         self._acknowledge_nag_findings()
         # Every function within Lambda's 250 MB unzipped and 4 KB of environment variables, or the synth fails.
         enforce_function_limits(self)
+        # Every IAM policy within its quota (checked once every grant is made: at synth), or the synth fails.
+        self.node.add_validation(PolicySizeValidation(self))
 
     def _trainer_policy(self) -> iam.ManagedPolicy:
         """Exactly what a trainer needs against this stack, and nothing else."""

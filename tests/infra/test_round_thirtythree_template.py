@@ -88,63 +88,35 @@ def test_the_synthesized_task_definition_is_a_size_fargate_offers(resources):
 # account's AssumeRolePolicySizeQuota default); "IAM does not count white space". A policy over its quota fails the
 # deployment at that resource. aws-cdk adds every grant of a role to one inline DefaultPolicy, so each grant added to
 # a role grows it: counted here with every value CloudFormation fills in at its longest.
-ROLE_POLICY_CHARS = 10_240
-MANAGED_POLICY_CHARS = 6_144
-TRUST_POLICY_CHARS = 2_048
+# Measured by stacks.limits (policy_chars, with every value at its longest), which the synth checks as well.
 
 
 def _longest() -> dict[str, int]:
-    from stacks.limits import _longest_values
+    from stacks.limits import policy_longest_values
 
-    longest = _longest_values()
-    arn = longest["AWS::SQS::Queue.Arn"] - 80  # arn:<partition>:<service>:<region>:<account>:
-    return {
-        **longest,
-        "AWS::EC2::VPCEndpoint": len("vpce-") + 17,
-        "AWS::EC2::VPC": len("vpc-") + 17,
-        "AWS::EC2::VPC.DefaultSecurityGroup": len("sg-") + 17,
-        "AWS::EC2::SecurityGroup.GroupId": len("sg-") + 17,
-        "AWS::Logs::LogGroup.Arn": arn + len("log-group:") + 512 + len(":*"),
-        "AWS::ECS::TaskDefinition": arn + len("task-definition/") + 255 + 1 + 10,
-        "AWS::ECS::Cluster": 255,
-        "AWS::ECS::Cluster.Arn": arn + len("cluster/") + 255,
-        "AWS::IAM::Role.Arn": arn + len("role/") + 512 + 64,
-        "AWS::KMS::Key.Arn": arn + len("key/") + 36,
-        "AWS::DynamoDB::Table.Arn": arn + len("table/") + 255,
-        "AWS::SecretsManager::Secret": arn + len("secret:") + 512 + 7,
-    }
+    return policy_longest_values()
 
 
 def _chars(node, types: dict[str, str], longest: dict[str, int]) -> int:
-    """Non-whitespace characters of a policy document as IAM counts them, each intrinsic at its longest value."""
-    import json
-    import re
+    from stacks.limits import UNKNOWN_VALUE, policy_chars, value_bound
 
-    from stacks.limits import value_bound
+    def known(value):  # every value a policy names has a documented bound (no ARN counted at the catch-all)
+        if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("Ref", "Fn::GetAtt"):
+            assert value_bound(value, types, longest) < UNKNOWN_VALUE, f"no bound known for {value}: add it"
+        elif isinstance(value, dict):
+            for v in value.values():
+                known(v)
+        elif isinstance(value, list):
+            for v in value:
+                known(v)
 
-    if isinstance(node, str):
-        return len(re.sub(r"\s", "", json.dumps(node)))
-    if isinstance(node, list):
-        return 2 + sum(_chars(x, types, longest) for x in node) + max(0, len(node) - 1)
-    if isinstance(node, dict) and len(node) == 1 and next(iter(node)) == "Fn::Sub":
-        text = node["Fn::Sub"]
-        assert isinstance(text, str), node  # a Sub with variables of its own: count it here when one appears
-        names = re.findall(r"\$\{([^}]+)\}", text)
-        return 2 + len(re.sub(r"\$\{[^}]+\}", "", text)) + sum(value_bound({"Ref": n}, types, longest) for n in names)
-    if isinstance(node, dict) and len(node) == 1 and next(iter(node)) in ("Ref", "Fn::GetAtt", "Fn::Join"):
-        if next(iter(node)) == "Fn::Join":
-            separator, parts = node["Fn::Join"]
-            return 2 + sum(_chars(p, types, longest) - 2 for p in parts) + len(separator) * max(0, len(parts) - 1)
-        bound = value_bound(node, types, longest)
-        assert bound < 2048, f"no bound known for {node}: add its type to _longest"
-        return 2 + bound
-    if isinstance(node, dict):
-        return 2 + sum(len(json.dumps(k)) + 1 + _chars(v, types, longest) for k, v in node.items()) + len(node) - 1
-    return len(str(node).lower())
+    known(node)
+    return policy_chars(node, types, longest)
 
 
 @pytest.mark.parametrize("context", ["", "nova"], ids=["default", "nova-bridge"])
 def test_every_policy_fits_its_iam_quota_at_its_longest(context):
+    from stacks.limits import MANAGED_POLICY_CHARS, ROLE_POLICY_CHARS, TRUST_POLICY_CHARS
     from tests.aws import harness
 
     resources = harness.synthesized(harness.NOVA_BRIDGE_CONTEXT if context else "").template["Resources"]
