@@ -460,7 +460,9 @@ class RolloutWorkflow(Construct):
             task_timeout=sfn.Timeout.duration(Duration.seconds(fargate_step_timeout_s(settings))),
             result_path=sfn.JsonPath.DISCARD,
         )
-        # Placement failures (no Fargate capacity, ENI limits) surface as AmazonECS.Unknown.
+        # Placement failures (no Fargate capacity, ENI limits) surface as AmazonECS.Unknown (RunTask's Failures: no
+        # task started). An ECS error after a task started (a failed status poll) starts a second task of the job as
+        # well; it runs nothing, since each task claims its job first (rewardpipe.aws.jobs.claim_job).
         self._retry(run_fargate, ECS_RETRY_ERRORS, interval_s=10, attempts=4)
         guarded(run_fargate, "RunCodeFargate")
 
