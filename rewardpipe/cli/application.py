@@ -1,8 +1,8 @@
 """The typer application object, and the rules every subcommand shares.
 
 * **Exit codes**: 0 success, 1 bad data (an input file, a store, an endpoint, a broken task), 2 usage (an
-  option that is missing, malformed or contradicts another). ``monitor --fail-on-alarm`` also exits 2 when
-  an alarm is raised (documented there).
+  option that is missing, malformed or contradicts another: click's own status for a bad command line, and
+  nothing else), 3 ``monitor --fail-on-alarm`` found a dead component (:data:`ALARM_EXIT`), 130 Ctrl-C.
 * **Streams**: data (tables, results, JSON) goes to stdout, messages for people (progress, warnings,
   errors) to stderr. ``--json`` output is written with :func:`write_json_line`: one ASCII-only object per
   ``\\n``-terminated line, never through Rich, never with a non-finite number.
@@ -27,6 +27,9 @@ from typer.core import TyperGroup
 
 USAGE_ERROR = 2
 DATA_ERROR = 1
+#: ``monitor --fail-on-alarm``: the run has a dead component or too many errors. Not 2, which a script must be
+#: able to read as "the command line is wrong" (it was 2 until round thirty-four).
+ALARM_EXIT = 3
 
 
 def printable(text: str) -> str:

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rewardpipe.cli.application import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
+from rewardpipe.cli.application import ALARM_EXIT, TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
 from rewardpipe.cli.common import (
     no_transcript_store,
     note_set_aside,
@@ -361,7 +361,7 @@ def monitor(
     step: int | None = typer.Option(None, "--step", min=0, help="Only this step."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
     fail_on_alarm: bool = typer.Option(
-        False, "--fail-on-alarm", help="Exit 2 if a dead-component or error-rate alarm is raised."
+        False, "--fail-on-alarm", help="Exit 3 if a dead-component or error-rate alarm is raised (2 is a usage error)."
     ),
     thresholds: Any = None,
     write_alarms: bool = typer.Option(
@@ -459,6 +459,6 @@ def monitor(
         )
 
     if fail_on_alarm and any(a.kind in ("dead_component", "error_rate") for a in result.alarms):
-        raise typer.Exit(2)
+        raise typer.Exit(ALARM_EXIT)
     if failures:
         raise typer.Exit(1)
