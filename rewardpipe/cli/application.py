@@ -85,8 +85,11 @@ def _printable_tree(value: Any) -> Any:
 
 def note(message: str) -> None:
     """One line for people on stderr, as plain text (no Rich markup is interpreted in ``message``)."""
-    sys.stderr.write(f"{printable(message)}\n")
-    sys.stderr.flush()
+    try:
+        sys.stderr.write(f"{printable(message)}\n")
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):  # stderr's reader gone too (`2>&1 | head`): nothing can be said
+        pass
 
 
 def error_line(message: str) -> None:
@@ -126,6 +129,11 @@ def _quiet_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no file descriptor behind it (a test's captured stdout)
         pass
+
+
+def _pipe_closed() -> NoReturn:
+    _quiet_stdout()
+    _stopped("stopped: the reader of the output closed it (a pipe such as `| head` ended)", DATA_ERROR)
 
 
 def _finite_copy(value: Any, path: str, why: dict[str, str]) -> Any:
@@ -189,8 +197,14 @@ class GuardedGroup(TyperGroup):
         except KeyboardInterrupt:  # Ctrl-C: the usual status, and what was kept
             _stopped("interrupted", 130)
         except BrokenPipeError:  # `rewardpipe ... | head`: said as what it is, not a bare "Broken pipe"
-            _quiet_stdout()
-            _stopped("stopped: the reader of the output closed it (a pipe such as `| head` ended)", DATA_ERROR)
+            _pipe_closed()
+        except SystemExit as exc:
+            # Rich's console ends the program itself when its reader is gone (SystemExit(1) raised while handling
+            # the BrokenPipeError): every table, panel and Rich line stopped without a word, and `run` without
+            # saying what it kept. Said as the pipe closed under any other write is.
+            if isinstance(exc.__context__, BrokenPipeError):
+                _pipe_closed()
+            raise
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")

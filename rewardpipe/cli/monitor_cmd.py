@@ -11,7 +11,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rewardpipe.cli.application import ALARM_EXIT, TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
+from rewardpipe.cli.application import (
+    ALARM_EXIT,
+    TerminalAlarmSink,
+    app,
+    error_line,
+    fail,
+    markup_safe,
+    note,
+    write_json_line,
+)
 from rewardpipe.cli.common import (
     no_transcript_store,
     note_set_aside,

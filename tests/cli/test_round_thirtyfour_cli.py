@@ -5,9 +5,15 @@ Each test failed before its fix (see docs/changelog.md, round thirty-four)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.cli.conftest import write_jsonl
+import pytest
+
+from rewardpipe.store import LocalStore
+from tests.cli.conftest import BUNDLED_TASKS, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 ANIMALS = ROOT / "examples" / "your_own_environment"
@@ -44,3 +50,69 @@ class TestExitCodes:
         assert application.ALARM_EXIT not in (0, application.DATA_ERROR, application.USAGE_ERROR, 130)
         source = (ROOT / "rewardpipe/cli/monitor_cmd.py").read_text()
         assert "Exit(2)" not in source
+
+
+def _closed_pipe_run(*args: object) -> subprocess.CompletedProcess:
+    """``rewardpipe ARGS`` with stdout a pipe nobody reads any more (``| head`` already gone)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "rewardpipe", *map(str, args)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(write)
+
+
+class TestTablesToAClosedPipe:
+    """Rich's console ends the program itself (SystemExit 1) when its output's reader is gone: every command
+    printing a table or a Rich line (`envs`, `monitor`, `run`, `show`, `tasks`) stopped without a word, where the
+    rest say what happened and what was kept (`run`'s `--resume` command)."""
+
+    @staticmethod
+    @pytest.fixture(scope="class")
+    def store(tmp_path_factory):
+        out = tmp_path_factory.mktemp("pipe") / "store"
+        args = ["run", "--tasks", BUNDLED_TASKS, "--out", out, "--run-id", "r", "--steps", "1", "-k", "2"]
+        done = subprocess.run(
+            [sys.executable, "-m", "rewardpipe", *map(str, args)],
+            capture_output=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return out
+
+    @pytest.mark.parametrize(
+        "command",
+        [
+            ["envs"],
+            ["monitor", "{store}"],
+            ["show", "{store}", "--key", "{key}"],
+            ["tasks", "validate", BUNDLED_TASKS],
+        ],
+    )
+    def test_a_table_to_a_closed_pipe_is_said_so(self, store, command):
+        key = LocalStore(store).list_keys("runs/r/transcripts/")[0]
+        args = [str(part).format(store=store, key=key) for part in command]
+        done = _closed_pipe_run(*args)
+        err = done.stderr.decode()
+        assert done.returncode == 1, err
+        assert "the reader of the output closed it" in err, err
+        assert "Traceback" not in err and "Exception ignored" not in err, err
+
+    def test_run_to_a_closed_pipe_says_what_is_kept(self, tmp_path):
+        out = tmp_path / "store"
+        done = _closed_pipe_run(
+            "run", "--tasks", BUNDLED_TASKS, "--out", out, "--run-id", "p", "--steps", "1", "-k", "2"
+        )
+        err = done.stderr.decode()
+        assert done.returncode == 1, err
+        assert "the reader of the output closed it" in err and "Traceback" not in err, err
+        assert "record(s) stored by this command are kept" in err and "--run-id p --resume" in err, err
