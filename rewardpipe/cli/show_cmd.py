@@ -20,20 +20,44 @@ from rich.table import Table
 from rewardpipe.cli.application import app, fail, usage_fail, write_json_line
 from rewardpipe.safe_text import printable
 
+#: What ``show`` prints of one text (a message, a tool call's arguments, the code, a reason) unless ``--full``: a
+#: model's 10 MB message was 10 MB on the terminal, its code 10 MB through the syntax highlighter.
+SHOWN_CHARS = 8000
+SHOWN_LINES = 200
 
-def _safe(text: object) -> str:
-    return escape(printable(str(text)))
+
+def _cut(text: str, full: bool) -> tuple[str, str]:
+    """``text`` as far as it is shown (whole with ``full``), and the note (markup) saying what was left out."""
+    if full:
+        return text, ""
+    shown = text[:SHOWN_CHARS]
+    lines = shown.split("\n")
+    if len(lines) > SHOWN_LINES:
+        shown = "\n".join(lines[:SHOWN_LINES])
+    if len(shown) == len(text):
+        return text, ""
+    left = text[len(shown) :]
+    return shown, (
+        f"[dim]… {len(left):,} more character(s), {left.count(chr(10)):,} more line(s): "
+        f"--full prints the whole text, --json the document[/]"
+    )
 
 
-def _tool_call(call: object) -> str:
+def _safe(text: object, full: bool = True) -> str:
+    """``text`` ready for markup: cut (unless ``full``), control and bidi characters escaped, ``[`` escaped."""
+    shown, left = _cut(str(text), full)
+    return escape(printable(shown)) + (f" {left}" if left else "")
+
+
+def _tool_call(call: object, full: bool) -> str:
     """One OpenAI-style tool call as ``name(arguments) [id]``, every part escaped (the model wrote it)."""
     from rewardpipe.transcripts import tool_call_parts
 
     if not isinstance(call, dict):
-        return _safe(call)
+        return _safe(call, full)
     name, arguments, call_id = tool_call_parts(call, ensure_ascii=True)
-    ident = f" [dim]\\[{_safe(call_id)}][/]" if call_id else ""
-    return f"{_safe(name)}({_safe(arguments)}){ident}"
+    ident = f" [dim]\\[{_safe(call_id, full)}][/]" if call_id else ""
+    return f"{_safe(name, full)}({_safe(arguments, full)}){ident}"
 
 
 def _given_key(store, key: str) -> str:
@@ -115,10 +139,16 @@ def show(
     rollout: str | None = typer.Option(None, "--rollout", help="The rollout id."),
     step: int | None = typer.Option(None, "--step", min=0, help="The step, when the rollout id repeats."),
     key: str | None = typer.Option(None, "--key", help="A transcript_key (as in alarm examples) instead."),
-    as_json: bool = typer.Option(False, "--json", help="Print the transcript document as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the transcript document as JSON (always whole)."),
+    full: bool = typer.Option(
+        False,
+        "--full",
+        help=f"Print every text whole (by default each is cut at {SHOWN_CHARS:,} characters or {SHOWN_LINES} lines, "
+        "and says so).",
+    ),
 ) -> None:
     """Print one rollout's transcript: messages (tool calls too), revealed details, executed code, verdict,
-    components."""
+    components. Each text is cut at a screenful or so unless --full; model text is always shown inert."""
     from rewardpipe.store import StoreError, open_store
 
     if not rollout and not key:  # a usage mistake (exit 2), said with what the store would let one give
@@ -162,8 +192,8 @@ def show(
         return
     t = transcript
     out.print(
-        f"[bold]{_safe(t.rollout_id)}[/]  run {_safe(t.run_id)} · step {t.step} · group {_safe(t.group_id)} "
-        f"· task {_safe(t.task_id)}",
+        f"[bold]{_safe(t.rollout_id, full)}[/]  run {_safe(t.run_id, full)} · step {t.step} "
+        f"· group {_safe(t.group_id, full)} · task {_safe(t.task_id, full)}",
         soft_wrap=True,
     )
     revealed_at = {item.turn: item for item in t.revealed if item.turn is not None}
@@ -178,13 +208,13 @@ def show(
             label += f" · {message.name}"
         if message.tool_call_id:
             label += f" · answers {message.tool_call_id}"
-        body = _safe(message.content) if message.content else ("" if message.tool_calls else "[dim](empty)[/]")
+        body = _safe(message.content, full) if message.content else ("" if message.tool_calls else "[dim](empty)[/]")
         for call in message.tool_calls or []:
-            body += ("\n" if body else "") + f"[magenta]↳ tool call[/] {_tool_call(call)}"
+            body += ("\n" if body else "") + f"[magenta]↳ tool call[/] {_tool_call(call, full)}"
         out.print(
             Panel(
                 body,
-                title=_safe(label),
+                title=_safe(label, full),
                 title_align="left",
                 border_style="cyan" if message.role == "assistant" else "white",
             )
@@ -192,25 +222,30 @@ def show(
         if message.role == "user" and turn in revealed_at and turn >= 0:
             out.print(f"  [green]↳ revealed spec item {revealed_at[turn].index}[/]")
     if t.executed_code is not None:
+        code, left = _cut(t.executed_code, full)
         out.print(
             Panel(
-                Syntax(printable(t.executed_code), "python", line_numbers=True, word_wrap=True),
+                Syntax(printable(code), "python", line_numbers=True, word_wrap=True),
                 title="executed code",
                 title_align="left",
             )
         )
+        if left:
+            out.print(f"  {left}")
     verdict = t.verdict
     tests = f" ({verdict.passed}/{verdict.total} tests)" if verdict.total else ""
     out.print(
-        f"[bold]verdict:[/] {_safe(verdict.status)}{tests}" + (f" — {_safe(verdict.reason)}" if verdict.reason else ""),
+        f"[bold]verdict:[/] {_safe(verdict.status, full)}{tests}"
+        + (f" — {_safe(verdict.reason, full)}" if verdict.reason else ""),
         soft_wrap=True,
     )
     revealed = f" · revealed {len(t.revealed)} spec item(s)" if t.revealed or t.reveals_spec else ""
-    out.print(f"[bold]end:[/] {_safe(t.end_reason or '-')}{revealed}")
-    table = Table("component", "value", title=f"status {t.status}" + (f" · {_safe(t.error.kind)}" if t.error else ""))
+    out.print(f"[bold]end:[/] {_safe(t.end_reason or '-', full)}{revealed}", soft_wrap=True)
+    status = f"status {_safe(t.status, full)}" + (f" · {_safe(t.error.kind, full)}" if t.error else "")
+    table = Table("component", "value", title=status)
     for name, value in t.components.items():
-        table.add_row(_safe(name), "—" if value is None else f"{value:g}")
+        table.add_row(_safe(name, full), "—" if value is None else f"{value:g}")
     table.add_row("[bold]aggregate[/]", "—" if t.aggregate is None else f"{t.aggregate:g}")
     out.print(table)
     if t.error:
-        out.print(f"[red]error:[/] {_safe(t.error.message)}", soft_wrap=True)
+        out.print(f"[red]error:[/] {_safe(t.error.message, full)}", soft_wrap=True)

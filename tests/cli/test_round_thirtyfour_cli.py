@@ -5,6 +5,7 @@ Each test failed before its fix (see docs/changelog.md, round thirty-four)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from rewardpipe.models import ErrorInfo, Message
 from rewardpipe.store import LocalStore
+from rewardpipe.transcripts import RolloutTranscript, Verdict
 from tests.cli.conftest import BUNDLED_TASKS, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,3 +119,102 @@ class TestTablesToAClosedPipe:
         assert done.returncode == 1, err
         assert "the reader of the output closed it" in err and "Traceback" not in err, err
         assert "record(s) stored by this command are kept" in err and "--run-id p --resume" in err, err
+
+
+HOSTILE = "\x1b[2J\x1b]8;;http://evil\x07x\x1b]8;;\x07 [bold red]fake[/] \r\u202eevil\u202c\u2066 \x9b31m \u2028next"
+
+
+def _inert(out: str) -> None:
+    for char in ("\x1b", "\r", "\u202e", "\u202c", "\u2066", "\x07", "\x9b", "\u2028"):
+        assert char not in out, repr(char)
+
+
+def _store_with(tmp_path: Path, **fields) -> Path:
+    store = LocalStore(tmp_path / "store")
+    transcript = {
+        "run_id": "r",
+        "step": 0,
+        "group_id": "g",
+        "rollout_id": "x",
+        "task_id": "t",
+        "messages": [Message(role="user", content="Write f."), Message(role="assistant", content="ok")],
+        "verdict": Verdict(status="failed", reason="no"),
+        "components": {"c": 0.0},
+        "aggregate": 0.0,
+    }
+    store.put_transcript(RolloutTranscript(**{**transcript, **fields}))
+    return tmp_path / "store"
+
+
+class TestShowIsBounded:
+    """`show` printed the whole of every text: a 10 MB model message was 10 MB on the terminal (and its code
+    through the syntax highlighter), with no way to see the start of a transcript."""
+
+    BIG = "a" * 200_000 + "THE END"
+
+    @pytest.mark.parametrize(
+        "fields",
+        [
+            {"messages": [Message(role="user", content="q"), Message(role="assistant", content=BIG)]},
+            {"messages": [Message(role="assistant", content="\n".join(["x"] * 20_000) + "THE END")]},
+            {"executed_code": "x = 1\n" * 20_000 + "THE END"},
+            {"verdict": Verdict(status="failed", reason=BIG)},
+            {"status": "error", "error": ErrorInfo(kind="component_raised", message=BIG)},
+            {
+                "messages": [
+                    Message(
+                        role="assistant",
+                        content="",
+                        tool_calls=[{"id": "c1", "function": {"name": "f", "arguments": BIG}}],
+                    )
+                ]
+            },
+        ],
+        ids=["message", "lines", "code", "verdict", "error", "tool_call"],
+    )
+    def test_each_text_is_cut_with_a_hint_and_full_shows_it_all(self, cli, tmp_path, fields):
+        store = _store_with(tmp_path, **fields)
+        shown = cli("show", store, "--rollout", "x")
+        assert shown.exit_code == 0, shown.output[-2000:]
+        assert len(shown.stdout) < 100_000
+        assert "THE END" not in shown.stdout
+        assert "--full" in shown.stdout
+        full = cli("show", store, "--rollout", "x", "--full")
+        assert full.exit_code == 0
+        assert "THE END" in full.stdout
+
+    def test_every_text_show_prints_is_inert(self, cli, tmp_path):
+        store = _store_with(
+            tmp_path,
+            group_id="g",
+            messages=[
+                Message(role="user", content=HOSTILE, name=HOSTILE),
+                Message(
+                    role="assistant",
+                    content=HOSTILE,
+                    tool_calls=[{"id": HOSTILE, "function": {"name": HOSTILE, "arguments": HOSTILE}}],
+                ),
+                Message(role="tool", content=HOSTILE, tool_call_id=HOSTILE),
+            ],
+            turn_kinds=[HOSTILE],
+            executed_code=HOSTILE,
+            verdict=Verdict(status="failed", reason=HOSTILE),
+            end_reason=HOSTILE,
+            status="error" + HOSTILE,
+            error=ErrorInfo(kind="k" + HOSTILE, message=HOSTILE),
+            components={HOSTILE: 0.0},
+        )
+        for extra in ([], ["--full"]):
+            result = cli("show", store, "--rollout", "x", *extra)
+            assert result.exit_code == 0, result.output
+            _inert(result.output)
+            assert "[bold red]fake[/]" in result.output  # markup printed as itself
+
+    def test_json_is_the_whole_document_and_ascii(self, cli, tmp_path):
+        store = _store_with(
+            tmp_path, messages=[Message(role="assistant", content=self.BIG + HOSTILE)], executed_code=HOSTILE
+        )
+        result = cli("show", store, "--rollout", "x", "--json")
+        assert result.exit_code == 0
+        assert result.stdout.isascii() and result.stdout.count("\n") == 1
+        assert json.loads(result.stdout)["messages"][0]["content"] == self.BIG + HOSTILE
