@@ -14,10 +14,13 @@ the real loop and the real sandbox, scores each with the reward, and checks (err
   (the components after it and the stored record would see the change);
 * ``not_deterministic``: two plays of the reference scenario differ;
 * ``state_not_json`` / ``state_mutated``: a state that does not survive a JSON round trip after some step,
-  or a hook (``on_policy_turn``, ``respond``, ``execution_job``, ``metrics``) that changed the state it was given;
-* ``task_mutated``: a hook (``start`` and ``metrics`` too) that changed the task it was given, which every rollout
+  or a hook (``on_policy_turn``, ``respond``, ``execution_job``, ``metrics``, ``transcript_fields``) that changed
+  the state it was given;
+* ``task_mutated``: a hook (``start`` too) that changed the task it was given, which every rollout
   of it shares;
 * ``scenario_failed``: a scenario's policy, or the environment, failed;
+* ``transcript_fields_failed``: the environment's ``transcript_fields()`` raised, returned no dict, a field a
+  transcript does not hold or one of the wrong shape (a run leaves it out of every transcript without a word);
 * ``bad_tests``: the reference scenario's execution job has tests that cannot run (they do not parse, never
   call the entry point...);
 * whatever the environment's own ``check_task`` finds (the ask-before-coding environment: the reference
@@ -451,7 +454,7 @@ class _Watched:
     environment's own. One for all the plays of a :func:`diagnose` (a hook's calls past ``hook_timeout_s`` are
     counted per environment object); :meth:`report_to` names the play its findings go to."""
 
-    _HOOKS = frozenset({"start", "on_policy_turn", "respond", "execution_job", "metrics"})
+    _HOOKS = frozenset({"start", "on_policy_turn", "respond", "execution_job", "metrics", "transcript_fields"})
 
     def __init__(self, env: Any) -> None:
         self.__dict__["_doctor_env"] = env
@@ -601,12 +604,52 @@ def diagnose(
                 metrics = episode_metrics(run.state, task, played)
                 inputs = {"messages": run.state.messages, "task": task, "state": run.state, "execution": run.execution}
                 pristine, before = pristine_copy(inputs), written_down(inputs)
+                _transcript_fields(played, task, run)  # watched too: what the run's transcripts would hold
                 run.record = finish_episode(run.state, task, run.execution, reward, env, env_metrics=metrics)
                 if pristine is not None and changed_inputs(before, inputs):
                     for finding in mutating_components(reward, pristine):
                         diagnosis.add("component_mutated_input", f"scenario '{run.name}': {finding}")
         _check_task(env, task, reward, diagnosis, runs, again)
     return diagnoses
+
+
+def _transcript_fields(env: Any, task: Any, run: ScenarioRun) -> None:
+    """``transcript_fields()`` called as a transcript is written: a run leaves out, without a word, what a failing
+    one would have given and every field a transcript cannot hold, so each is a ``transcript_fields_failed``."""
+    from pydantic import ValidationError
+
+    from rewardpipe.episode import EpisodeError, call_hook
+    from rewardpipe.transcripts import ENVIRONMENT_FIELDS, _field_adapter
+
+    def failed(message: str) -> None:
+        run.problems.append(
+            Finding("transcript_fields_failed", f"scenario '{run.name}': {message} (left out of every transcript)")
+        )
+
+    try:
+        given = call_hook(env, "transcript_fields", run.state, task)
+    except EpisodeError as exc:  # sys.exit() and the like, past hook_timeout_s: said by call_hook
+        failed(str(exc))
+        return
+    except Exception as exc:  # noqa: BLE001 - the environment's failure, this task's finding
+        failed(f"transcript_fields() failed: {type(exc).__name__}: {exc}")
+        return
+    if not isinstance(given, dict):
+        failed(f"transcript_fields() must return a dict, returned {type(given).__name__}")
+        return
+    unknown = [repr(name) for name in given if name not in ENVIRONMENT_FIELDS]
+    if unknown:
+        failed(
+            f"transcript_fields() returned {', '.join(unknown[:5])}, which a transcript does not hold (it may set "
+            f"{', '.join(ENVIRONMENT_FIELDS)})"
+        )
+    for name in (name for name in ENVIRONMENT_FIELDS if name in given):
+        try:
+            _field_adapter(name).validate_python(given[name])
+        except ValidationError as exc:  # the shape it has not, said
+            first = exc.errors()[0]
+            where = "".join(f"[{part}]" for part in first["loc"])
+            failed(f"transcript_fields()'s {name}{where} is not what a transcript holds: {first['msg']}")
 
 
 def _lint(diagnosis: TaskDiagnosis, run: ScenarioRun | None) -> None:

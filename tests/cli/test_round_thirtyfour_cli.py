@@ -218,3 +218,86 @@ class TestShowIsBounded:
         assert result.exit_code == 0
         assert result.stdout.isascii() and result.stdout.count("\n") == 1
         assert json.loads(result.stdout)["messages"][0]["content"] == self.BIG + HOSTILE
+
+
+TRANSCRIPT_HOOKS = """
+from animals_env import AnimalGuess
+
+
+class FieldsRaise(AnimalGuess):
+    def transcript_fields(self, state, task):
+        raise RuntimeError("no fields today")
+
+
+class FieldsExit(AnimalGuess):
+    def transcript_fields(self, state, task):
+        raise SystemExit(3)
+
+
+class FieldsMutateTheState(AnimalGuess):
+    def transcript_fields(self, state, task):
+        state.questions = 42
+        return {}
+
+
+class FieldsMutateTheTask(AnimalGuess):
+    def transcript_fields(self, state, task):
+        task.max_guesses = 1
+        return {}
+
+
+class FieldsNotADict(AnimalGuess):
+    def transcript_fields(self, state, task):
+        return ["guess", "ask"]
+
+
+class FieldsNotJson(AnimalGuess):
+    def transcript_fields(self, state, task):
+        return {"turn_kinds": [object()]}
+
+
+class FieldsUnknown(AnimalGuess):
+    def transcript_fields(self, state, task):
+        return {"turn_kind": ["guess"]}
+
+
+class FieldsFine(AnimalGuess):
+    def transcript_fields(self, state, task):
+        return {"turn_kinds": ["guess"] * state.assistant_turns}
+"""
+
+
+class TestDoctorCallsTranscriptFields:
+    """doctor played every hook but transcript_fields(): one that raised, changed what it was given, or returned
+    what a transcript cannot hold passed doctor, and every run's transcripts silently lacked its fields."""
+
+    @pytest.fixture
+    def envs(self, tmp_path, monkeypatch):
+        monkeypatch.syspath_prepend(str(ANIMALS))
+        path = tmp_path / "transcript_hooks.py"
+        path.write_text(TRANSCRIPT_HOOKS)
+        return path
+
+    @pytest.mark.parametrize(
+        "name, check, said",
+        [
+            ("FieldsRaise", "transcript_fields_failed", "RuntimeError: no fields today"),
+            ("FieldsExit", "transcript_fields_failed", "transcript_fields()"),
+            ("FieldsMutateTheState", "state_mutated", "transcript_fields() changed the state it was given"),
+            ("FieldsMutateTheTask", "task_mutated", "transcript_fields() changed the task it was given"),
+            ("FieldsNotADict", "transcript_fields_failed", "must return a dict"),
+            ("FieldsNotJson", "transcript_fields_failed", "turn_kinds"),
+            ("FieldsUnknown", "transcript_fields_failed", "'turn_kind'"),
+        ],
+    )
+    def test_a_bad_transcript_fields_fails_doctor(self, cli, envs, name, check, said):
+        result = cli("doctor", "--env", f"{envs}:{name}", "--tasks", ANIMALS / "animals.jsonl", "--json")
+        assert result.exit_code == 1, result.output
+        findings = [f for d in json.loads(result.stdout)["diagnoses"] for f in d["findings"]]
+        named = [f["message"] for f in findings if f["check"] == check]
+        assert named, findings
+        assert said in named[0], named
+
+    def test_a_good_one_passes(self, cli, envs):
+        result = cli("doctor", "--env", f"{envs}:FieldsFine", "--tasks", ANIMALS / "animals.jsonl", "--json")
+        assert result.exit_code == 0, result.output
