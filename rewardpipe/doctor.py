@@ -19,6 +19,8 @@ the real loop and the real sandbox, scores each with the reward, and checks (err
 * ``task_mutated``: a hook (``start`` too) that changed the task it was given, which every rollout
   of it shares;
 * ``scenario_failed``: a scenario's policy, or the environment, failed;
+* ``replay_failed``: the environment's ``replay()`` given a play's own messages raised, or rebuilt other messages
+  or another execution job (``rewardpipe score`` would score each recording as something else, or not at all);
 * ``transcript_fields_failed``: the environment's ``transcript_fields()`` raised, returned no dict, a field a
   transcript does not hold or one of the wrong shape (a run leaves it out of every transcript without a word);
 * ``bad_tests``: the reference scenario's execution job has tests that cannot run (they do not parse, never
@@ -605,6 +607,7 @@ def diagnose(
                 inputs = {"messages": run.state.messages, "task": task, "state": run.state, "execution": run.execution}
                 pristine, before = pristine_copy(inputs), written_down(inputs)
                 _transcript_fields(played, task, run)  # watched too: what the run's transcripts would hold
+                _replay(env, task, run)  # what `rewardpipe score` makes of this play's recording
                 run.record = finish_episode(run.state, task, run.execution, reward, env, env_metrics=metrics)
                 if pristine is not None and changed_inputs(before, inputs):
                     for finding in mutating_components(reward, pristine):
@@ -650,6 +653,42 @@ def _transcript_fields(env: Any, task: Any, run: ScenarioRun) -> None:
             first = exc.errors()[0]
             where = "".join(f"[{part}]" for part in first["loc"])
             failed(f"transcript_fields()'s {name}{where} is not what a transcript holds: {first['msg']}")
+
+
+def _replay(env: Any, task: Any, run: ScenarioRun) -> None:
+    """``replay(task, messages)`` given the play's own messages, as ``rewardpipe score`` gives a recording: it must
+    rebuild the conversation and the execution job the play had (``replay_failed``), or every recording of the
+    environment is scored as something else or is a replay_failed error record. An environment calling an LLM with
+    the default replay is skipped (``score`` refuses it, saying why)."""
+    from rewardpipe.environment import Environment
+    from rewardpipe.episode import env_replay, execution_job
+
+    if env.calls_llm and getattr(type(env), "replay", None) is Environment.replay:
+        return
+
+    def failed(message: str) -> None:
+        run.problems.append(
+            Finding("replay_failed", f"scenario '{run.name}': {message} (what `rewardpipe score` does to a recording)")
+        )
+
+    try:
+        state = env_replay(env, task, list(run.state.messages))
+        job = execution_job(state, task, env)
+    except Exception as exc:  # noqa: BLE001 - the environment's failure, this task's finding
+        failed(f"replay() of the play's own messages failed: {type(exc).__name__}: {exc}")
+        return
+    played = [m.model_dump() for m in run.state.messages]
+    replayed = [m.model_dump() for m in getattr(state, "messages", [])]
+    if replayed != played:
+        at = next(
+            (i for i, (a, b) in enumerate(zip(played, replayed, strict=False)) if a != b),
+            min(map(len, (played, replayed))),
+        )
+        failed(
+            f"replay() of the play's {len(played)} messages rebuilt {len(replayed)}, differing from message {at + 1}"
+        )
+    elif (None if job is None else _job_key(job)) != (None if run.job is None else _job_key(run.job)):
+        failed("replay() of the play's messages gives another execution job than the play had")
 
 
 def _lint(diagnosis: TaskDiagnosis, run: ScenarioRun | None) -> None:

@@ -220,7 +220,7 @@ class TestShowIsBounded:
         assert json.loads(result.stdout)["messages"][0]["content"] == self.BIG + HOSTILE
 
 
-TRANSCRIPT_HOOKS = """
+HOOKS = """
 from animals_env import AnimalGuess
 
 
@@ -264,40 +264,80 @@ class FieldsUnknown(AnimalGuess):
 class FieldsFine(AnimalGuess):
     def transcript_fields(self, state, task):
         return {"turn_kinds": ["guess"] * state.assistant_turns}
+
+
+class ReplayRaises(AnimalGuess):
+    def replay(self, task, messages):
+        raise ValueError("cannot read my own recordings")
+
+
+class ReplayDropsATurn(AnimalGuess):
+    def replay(self, task, messages):
+        return super().replay(task, messages[:-2]) if len(messages) > 3 else super().replay(task, messages)
+
+
+class ReplayFine(AnimalGuess):
+    def replay(self, task, messages):
+        return super().replay(task, messages)
 """
+
+
+@pytest.fixture
+def hook_envs(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ANIMALS))
+    path = tmp_path / "hooks.py"
+    path.write_text(HOOKS)
+    return path
+
+
+def _doctor(cli, envs: Path, name: str) -> tuple[int, list[dict]]:
+    """doctor's exit status and findings for the environment ``name`` of HOOKS."""
+    result = cli("doctor", "--env", f"{envs}:{name}", "--tasks", ANIMALS / "animals.jsonl", "--json")
+    return result.exit_code, [f for d in json.loads(result.stdout)["diagnoses"] for f in d["findings"]]
 
 
 class TestDoctorCallsTranscriptFields:
     """doctor played every hook but transcript_fields(): one that raised, changed what it was given, or returned
     what a transcript cannot hold passed doctor, and every run's transcripts silently lacked its fields."""
 
-    @pytest.fixture
-    def envs(self, tmp_path, monkeypatch):
-        monkeypatch.syspath_prepend(str(ANIMALS))
-        path = tmp_path / "transcript_hooks.py"
-        path.write_text(TRANSCRIPT_HOOKS)
-        return path
-
     @pytest.mark.parametrize(
         "name, check, said",
         [
             ("FieldsRaise", "transcript_fields_failed", "RuntimeError: no fields today"),
-            ("FieldsExit", "transcript_fields_failed", "transcript_fields()"),
+            ("FieldsExit", "transcript_fields_failed", "transcript_fields() called sys.exit(3)"),
             ("FieldsMutateTheState", "state_mutated", "transcript_fields() changed the state it was given"),
             ("FieldsMutateTheTask", "task_mutated", "transcript_fields() changed the task it was given"),
             ("FieldsNotADict", "transcript_fields_failed", "must return a dict"),
-            ("FieldsNotJson", "transcript_fields_failed", "turn_kinds"),
+            ("FieldsNotJson", "transcript_fields_failed", "turn_kinds[0]"),
             ("FieldsUnknown", "transcript_fields_failed", "'turn_kind'"),
         ],
     )
-    def test_a_bad_transcript_fields_fails_doctor(self, cli, envs, name, check, said):
-        result = cli("doctor", "--env", f"{envs}:{name}", "--tasks", ANIMALS / "animals.jsonl", "--json")
-        assert result.exit_code == 1, result.output
-        findings = [f for d in json.loads(result.stdout)["diagnoses"] for f in d["findings"]]
+    def test_a_bad_transcript_fields_fails_doctor(self, cli, hook_envs, name, check, said):
+        status, findings = _doctor(cli, hook_envs, name)
         named = [f["message"] for f in findings if f["check"] == check]
-        assert named, findings
+        assert status == 1 and named, findings
         assert said in named[0], named
 
-    def test_a_good_one_passes(self, cli, envs):
-        result = cli("doctor", "--env", f"{envs}:FieldsFine", "--tasks", ANIMALS / "animals.jsonl", "--json")
-        assert result.exit_code == 0, result.output
+    def test_a_good_one_passes(self, cli, hook_envs):
+        assert _doctor(cli, hook_envs, "FieldsFine") == (0, [])
+
+
+class TestDoctorReplaysEachPlay:
+    """doctor never called replay(), the hook `rewardpipe score` rebuilds a recorded conversation with: one that
+    raised made every recording a replay_failed error record, one rebuilding another conversation scored something
+    else, and doctor passed both."""
+
+    @pytest.mark.parametrize(
+        "name, said",
+        [
+            ("ReplayRaises", "ValueError: cannot read my own recordings"),
+            ("ReplayDropsATurn", "differing from message"),
+        ],
+    )
+    def test_a_replay_that_cannot_rebuild_a_play_fails_doctor(self, cli, hook_envs, name, said):
+        status, findings = _doctor(cli, hook_envs, name)
+        named = [f["message"] for f in findings if f["check"] == "replay_failed"]
+        assert status == 1 and named and said in named[0], findings
+
+    def test_a_faithful_replay_passes(self, cli, hook_envs):
+        assert _doctor(cli, hook_envs, "ReplayFine") == (0, [])
