@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
+import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -606,12 +608,13 @@ def diagnose(
                 metrics = episode_metrics(run.state, task, played)
                 inputs = {"messages": run.state.messages, "task": task, "state": run.state, "execution": run.execution}
                 pristine, before = pristine_copy(inputs), written_down(inputs)
-                _transcript_fields(played, task, run)  # watched too: what the run's transcripts would hold
-                _replay(env, task, run)  # what `rewardpipe score` makes of this play's recording
                 run.record = finish_episode(run.state, task, run.execution, reward, env, env_metrics=metrics)
                 if pristine is not None and changed_inputs(before, inputs):
                     for finding in mutating_components(reward, pristine):
                         diagnosis.add("component_mutated_input", f"scenario '{run.name}': {finding}")
+                # after the scoring, as a transcript is written (a change they make is not the reward's)
+                _transcript_fields(played, task, run)  # watched too: what the run's transcripts would hold
+                _replay(env, task, run)  # what `rewardpipe score` makes of this play's recording
         _check_task(env, task, reward, diagnosis, runs, again)
     return diagnoses
 
@@ -671,6 +674,8 @@ def _replay(env: Any, task: Any, run: ScenarioRun) -> None:
             Finding("replay_failed", f"scenario '{run.name}': {message} (what `rewardpipe score` does to a recording)")
         )
 
+    with contextlib.suppress(Exception):  # a hook changing it is task_mutated's finding: not passed to the next play
+        task = copy.deepcopy(task)
     try:
         state = env_replay(env, task, list(run.state.messages))
         job = execution_job(state, task, env)
