@@ -32,11 +32,19 @@ DATA_ERROR = 1
 ALARM_EXIT = 3
 
 
+#: The most characters of one line for people (a message, a table cell): a bad input line quoting the model's
+#: megabyte-long field name or id printed all of it on stderr, once per line.
+LINE_CHARS = 4000
+
+
 def printable(text: str) -> str:
     """``text`` on one line with control characters shown as escapes, so hostile bytes (ANSI sequences in an
-    id or an exception message) cannot rewrite the user's terminal (see :mod:`rewardpipe.safe_text`)."""
+    id or an exception message) cannot rewrite the user's terminal (see :mod:`rewardpipe.safe_text`); cut to
+    :data:`LINE_CHARS` characters, saying how many more there were."""
     from rewardpipe.safe_text import printable as escaped
 
+    if len(text) > LINE_CHARS:
+        text = f"{text[:LINE_CHARS]}… ({len(text) - LINE_CHARS:,} more characters)"
     return escaped(text, keep_newlines=False)
 
 

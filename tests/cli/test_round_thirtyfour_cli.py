@@ -341,3 +341,16 @@ class TestDoctorReplaysEachPlay:
 
     def test_a_faithful_replay_passes(self, cli, hook_envs):
         assert _doctor(cli, hook_envs, "ReplayFine") == (0, [])
+
+
+def test_a_bad_line_quoting_a_huge_model_text_is_said_in_a_bounded_line(cli, tmp_path):
+    """`score` naming a bad line quoted the model's unknown field name whole: a megabyte name was a megabyte on
+    stderr for each such line. Every line for people is bounded (the roles and ids quoted already were)."""
+    big = "\x1b[2J" + "A" * 1_000_000
+    row = {"rollout_id": "r1", "group_id": "g", "task_id": "t", "messages": [{"role": "user", "content": "q"}], big: 1}
+    samples = write_jsonl(tmp_path / "samples.jsonl", [row])
+    result = cli("score", samples, "--tasks", BUNDLED_TASKS, "--out", tmp_path / "store")
+    assert result.exit_code == 1
+    assert "samples.jsonl:1" in result.stderr and "more characters" in result.stderr, result.stderr[:500]
+    assert len(result.stderr) < 20_000
+    _inert(result.stderr)
