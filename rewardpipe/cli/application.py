@@ -43,9 +43,12 @@ def printable(text: str) -> str:
     :data:`LINE_CHARS` characters, saying how many more there were."""
     from rewardpipe.safe_text import printable as escaped
 
-    if len(text) > LINE_CHARS:
-        text = f"{text[:LINE_CHARS]}… ({len(text) - LINE_CHARS:,} more characters)"
-    return escaped(text, keep_newlines=False)
+    return escaped(cut_line(text), keep_newlines=False)
+
+
+def cut_line(text: str, limit: int = LINE_CHARS) -> str:
+    """``text``, or its first ``limit`` characters and how many more there were."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters)"
 
 
 def markup_safe(text: object) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NoReturn
 import typer
 from pydantic import ValidationError
 
-from rewardpipe.cli.application import app
+from rewardpipe.cli.application import app, cut_line
 from rewardpipe.cli.progress import progress_bars
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus, clean_text
 
@@ -55,7 +55,7 @@ def _styled(*parts: str | tuple[str, str]) -> Text:
 def one_line(text: str) -> str:
     """Model- or user-controlled ``text`` as one printable line: line breaks and other control
     characters escaped, lone surrogates replaced."""
-    text = clean_text(text).translate(_LINE_BREAKS)
+    text = clean_text(cut_line(text)).translate(_LINE_BREAKS)  # (a megabyte of model text was a megabyte on screen)
     return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in text)
 
 
@@ -124,7 +124,8 @@ def _emit(result: ExecutionResult, as_json: bool) -> None:
 def _describe_validation(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors():
-        where = ".".join(str(item) for item in error["loc"]) or "job"
+        # a field name is the line's own text: a megabyte-long unknown one was a megabyte in every result's reason
+        where = ".".join(cut_line(str(item), 80) for item in error["loc"]) or "job"
         parts.append(f"{where}: {error['msg'].removeprefix('Value error, ')}")
     return "; ".join(parts)
 

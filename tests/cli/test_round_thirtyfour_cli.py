@@ -354,3 +354,17 @@ def test_a_bad_line_quoting_a_huge_model_text_is_said_in_a_bounded_line(cli, tmp
     assert "samples.jsonl:1" in result.stderr and "more characters" in result.stderr, result.stderr[:500]
     assert len(result.stderr) < 20_000
     _inert(result.stderr)
+
+
+def test_exec_batch_names_a_huge_unknown_field_in_a_bounded_line(cli, tmp_path):
+    """`exec --batch` put a line's unknown field name whole into the line's error result and its `skipped` line: a
+    megabyte name was a megabyte on stdout and stderr, and in the `--json` result's reason."""
+    big = "\x1b[2J" + "B" * 1_000_000
+    job = {"id": "a", "code": "def f():\n    return 1\n", "tests": "x", "entry_point": "f", big: 1}
+    batch = write_jsonl(tmp_path / "jobs.jsonl", [job])
+    for extra in ([], ["--json"]):
+        result = cli("exec", "--batch", batch, *extra)
+        assert result.exit_code == 1
+        assert len(result.stdout) < 20_000 and len(result.stderr) < 20_000
+        assert "more characters" in result.stdout + result.stderr
+        _inert(result.stdout + result.stderr)
