@@ -880,8 +880,9 @@ def doctor(
     ),
 ) -> None:
     """Before training: play every task through the environment's scenarios and prove each task can be scored,
-    each component can move, the reference scenario is best, values stay in range, two plays agree and the
-    state survives JSON. Exit 1 naming broken tasks."""
+    each component can move, the reference scenario is best, values stay in range, two plays agree, the
+    state survives JSON, and the environment's transcript_fields() and replay() work on every play. Exit 1 naming
+    broken tasks."""
     from rewardpipe.doctor import diagnose
 
     env = environment_or_fail(env_name)
