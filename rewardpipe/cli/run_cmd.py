@@ -25,6 +25,7 @@ from rewardpipe.cli.application import (
     note,
     printable,
     usage_fail,
+    when_stopped,
     write_json_line,
 )
 from rewardpipe.cli.common import (
@@ -94,6 +95,12 @@ def _chat_client(base_url: str, model: str, timeout: float, retries: int) -> Any
         return ChatClient(base_url, model, timeout_s=timeout, max_retries=retries)
     except ValueError as exc:
         usage_fail(str(exc))
+
+
+def _complete(run_id: str, stored: int) -> None:
+    """Once every record is stored, a stop (the output's reader gone while the table prints) says so: it offered
+    `--resume` for a run with nothing left to do."""
+    when_stopped(lambda: f"run '{run_id}' is complete ({stored} record(s) stored by this command): nothing to resume")
 
 
 @app.command()
@@ -406,6 +413,7 @@ def run(
     if not (writer.spilled or writer.lost or writer.halted):  # a run missing records is not finished
         manifest.finished_at = utc_now()
         save_manifest(writer, manifest)
+        _complete(manifest.run_id, writer.stored)
     if skipped:
         note(f"resumed run '{run_id}': {skipped} rollout(s) already stored were skipped")
     plot_failed = False
@@ -840,6 +848,7 @@ def score(
     if not (writer.spilled or writer.lost):
         manifest.finished_at = utc_now()
         save_manifest(writer, manifest)
+        _complete(manifest.run_id, writer.stored)
     if not as_json:
         resumed = f", already stored {skipped}" if skipped else ""
         sys.stdout.write(

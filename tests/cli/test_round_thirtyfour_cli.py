@@ -110,7 +110,7 @@ class TestTablesToAClosedPipe:
         assert "the reader of the output closed it" in err, err
         assert "Traceback" not in err and "Exception ignored" not in err, err
 
-    def test_run_to_a_closed_pipe_says_what_is_kept(self, tmp_path):
+    def test_a_finished_run_to_a_closed_pipe_says_it_is_complete(self, tmp_path):
         out = tmp_path / "store"
         done = _closed_pipe_run(
             "run", "--tasks", BUNDLED_TASKS, "--out", out, "--run-id", "p", "--steps", "1", "-k", "2"
@@ -118,7 +118,8 @@ class TestTablesToAClosedPipe:
         err = done.stderr.decode()
         assert done.returncode == 1, err
         assert "the reader of the output closed it" in err and "Traceback" not in err, err
-        assert "record(s) stored by this command are kept" in err and "--run-id p --resume" in err, err
+        # every record was stored before the table: nothing to --resume (it was offered)
+        assert "run 'p' is complete" in err and "--resume" not in err, err
 
 
 HOSTILE = "\x1b[2J\x1b]8;;http://evil\x07x\x1b]8;;\x07 [bold red]fake[/] \r\u202eevil\u202c\u2066 \x9b31m \u2028next"
