@@ -81,7 +81,7 @@ def _locate(store, run_id: str, rollout: str, step: int | None, key: str | None)
         fail(
             f"no transcript of rollout '{rollout}' in run '{run_id}'{where} under {store.location} "
             f"(transcripts are written by `rewardpipe run`/`score` and the AWS Score step)"
-            + _other_case(store, run_id, rollout)
+            + (_other_case(store, run_id, rollout) or f"; {_held(run_id, _rollout_ids(store, run_id))}")
         )
     if len(keys) > 1:
         fail(
@@ -124,10 +124,15 @@ def _which_rollouts(store_path: str, run_id: str | None) -> str:
         ids = _rollout_ids(store, run_id)
     except (StoreError, ValueError, KeyError, OSError):
         return ""
+    return f": {_held(run_id, ids)}"
+
+
+def _held(run_id: str, ids: list[str]) -> str:
+    """``run 'R' holds N rollout(s), e.g. ...``: what ``--rollout`` can name."""
     if not ids:
-        return f": run '{run_id}' holds no transcripts (they are written by `rewardpipe run`/`score`)"
+        return f"run '{run_id}' holds no transcripts (they are written by `rewardpipe run`/`score`)"
     shown = ", ".join(printable(repr(rollout[:80])) for rollout in ids[:5])
-    return f": run '{run_id}' holds {len(ids)} rollout(s), e.g. {shown}{' ...' if len(ids) > 5 else ''}"
+    return f"run '{run_id}' holds {len(ids)} rollout(s), e.g. {shown}{' ...' if len(ids) > 5 else ''}"
 
 
 @app.command()

@@ -369,3 +369,12 @@ def test_exec_batch_names_a_huge_unknown_field_in_a_bounded_line(cli, tmp_path):
         assert len(result.stdout) < 20_000 and len(result.stderr) < 20_000
         assert "more characters" in result.stdout + result.stderr
         _inert(result.stdout + result.stderr)
+
+
+def test_show_of_a_rollout_not_there_names_the_ones_that_are(cli, tmp_path):
+    """`show --rollout` with a mistyped id said only that it was not found: a new user had no way to learn an id."""
+    store = _store_with(tmp_path, rollout_id="s0-g0-k1")
+    result = cli("show", store, "--rollout", "s0-g0-k2")
+    assert result.exit_code == 1
+    assert "no transcript of rollout 's0-g0-k2'" in result.stderr
+    assert "run 'r' holds 1 rollout(s), e.g. 's0-g0-k1'" in result.stderr, result.stderr
