@@ -26,8 +26,8 @@ from rewardpipe.monitoring.columns import Grouped, RunColumns
 from rewardpipe.monitoring.thresholds import zero_variance_bound
 from rewardpipe.store import run_prefix
 
-#: The default ``epsilon`` (the monitor's default, ``Thresholds.epsilon``); also the tolerance by which a quiet task's
-#: values count as one value for its verdict (``never``, ``always``).
+#: The default ``epsilon`` (the monitor's default, ``Thresholds.epsilon``). A quiet task's values count as one value
+#: for its verdict (``never``, ``always``) by the same rule, :func:`zero_variance_bound` at their magnitude.
 EPSILON = 1e-6
 
 
@@ -74,11 +74,13 @@ def task_triage(
         np.minimum.at(task_low, task_of_group[seen], low[seen])
         np.maximum.at(task_high, task_of_group[seen], high[seen])
         steps_seen = _distinct_steps_per_task(task_of_group[seen], step_of_group[seen], tasks)
+        weight = weights.get(name, 1.0)
         for task in np.flatnonzero(quiet):
             lo, hi = float(task_low[task]), float(task_high[task])
-            if abs(hi - lo) <= EPSILON and abs(lo - lo_all) <= EPSILON:
+            one_value = _same(lo, hi, epsilon, weight)
+            if one_value and _same(lo, lo_all, epsilon, weight):
                 verdict = "never"
-            elif abs(hi - lo) <= EPSILON and abs(hi - hi_all) <= EPSILON:
+            elif one_value and _same(hi, hi_all, epsilon, weight):
                 verdict = "always"
             else:
                 verdict = "constant"
@@ -87,13 +89,19 @@ def task_triage(
                     "task_id": task_names[task],
                     "component": name,
                     "verdict": verdict,
-                    "value": round(lo, 6) if abs(hi - lo) <= EPSILON else None,
+                    "value": round(lo, 6) if one_value else None,
                     "groups": int(per_task_groups[task]),
                     "steps": int(steps_seen[task]),
                 }
             )
     entries.sort(key=lambda e: (e["task_id"], e["component"]))
     return entries
+
+
+def _same(a: float, b: float, epsilon: float, weight: float | None) -> bool:
+    """Whether ``a`` and ``b`` count as one value of a component of ``weight``: their difference is no more than
+    the spread :func:`zero_variance_bound` calls zero variance at their magnitude (the rule of the groups' figures)."""
+    return abs(a - b) <= zero_variance_bound(epsilon, weight, max(abs(a), abs(b)))
 
 
 def _group_std(grouped: Grouped) -> np.ndarray:

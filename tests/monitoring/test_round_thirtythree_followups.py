@@ -91,8 +91,9 @@ def test_a_file_written_before_the_column_still_reads(tmp_path):
 JUNK = [f"junk{i:03d}" for i in range(40)]
 
 
-def _records(values_of, weights, run="r1", steps=2, groups=3, k=4):
-    """``steps`` steps of ``groups`` groups of ``k`` scored records; rollout ``i``'s components are ``values_of(i)``."""
+def _records(values_of, weights, run="r1", steps=2, groups=3, k=4, by_group=False):
+    """``steps`` steps of ``groups`` groups of ``k`` scored records; rollout ``i``'s components are ``values_of(i)``
+    (``by_group``: ``values_of(g)`` for every rollout of group ``g``, constant inside groups)."""
     return [
         Record.model_validate(
             record(
@@ -100,9 +101,9 @@ def _records(values_of, weights, run="r1", steps=2, groups=3, k=4):
                 step,
                 f"s{step}-g{group}",
                 f"s{step}-g{group}-{i}",
-                components=values_of(i),
+                components=values_of(group if by_group else i),
                 weights=weights,
-                aggregate=sum(weights[name] * value for name, value in values_of(i).items()),
+                aggregate=sum(weights[name] * value for name, value in values_of(group if by_group else i).items()),
             )
         )
         for step in range(steps)
