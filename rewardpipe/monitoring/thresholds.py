@@ -9,6 +9,7 @@ one run.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -184,7 +185,7 @@ def manifest_components(manifest: Mapping[str, Any]) -> dict[str, Any]:
     whose declared ranges and roles are used (empty when it names none)."""
     components = manifest.get("components")
     if isinstance(components, Mapping) and components:
-        return dict(components)
+        return {name: info for name, info in components.items() if not _reserved_in_manifest(name)}
     name = manifest.get("reward")
     from rewardpipe.references import BUILTIN_REWARDS
 
@@ -193,6 +194,29 @@ def manifest_components(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
         return REWARDS[name].describe()
     return {}
+
+
+class ManifestWarning(UserWarning):
+    """A run manifest declares something the monitor cannot use as written (the message names the field)."""
+
+
+def _reserved_in_manifest(name: Any) -> bool:
+    """Whether ``name``, a key of a manifest's ``components``, is a name the monitor keeps for its own targets; if so
+    a :class:`ManifestWarning` names the field. A reward refuses such a name when it is defined, but a manifest is an
+    object anyone writing the run's folder may write: declared ``aggregate`` with a penalty's role, it turned the
+    aggregate reward's own dead alarm into ``info``."""
+    from rewardpipe.components import RESERVED_NAMES
+
+    if name not in RESERVED_NAMES:
+        return False
+    warnings.warn(
+        f"run manifest field components.{name}: {name!r} is reserved for the monitor's own alarm on "
+        f"{'the aggregate reward' if name == 'aggregate' else 'error records'} (reserved: "
+        f"{', '.join(sorted(RESERVED_NAMES))}); its declared range and role are ignored: rename the component",
+        ManifestWarning,
+        stacklevel=3,
+    )
+    return True
 
 
 def run_thresholds(thresholds: Thresholds | None, store: Any, run_id: str | None) -> Thresholds:

@@ -4,6 +4,8 @@ in what the monitor writes."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.monitoring.test_round_thirtythree_followups import _records
 
 
@@ -44,3 +46,25 @@ def test_triage_labels_follow_the_monitors_epsilon():
     records = _task_records(lambda g: {"plain": 0.02 * g}, {"plain": 1.0})
     assert _triage(records)["plain"]["verdict"] == "constant"
     assert _triage(records, Thresholds(epsilon=0.1))["plain"]["verdict"] == "never"
+
+
+# -- 3. a run manifest declaring a reserved component name ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["aggregate", "errors"])
+def test_a_manifest_cannot_declare_a_reserved_name(tmp_path, name):
+    from rewardpipe.aws.monitoring import MetricComponents
+    from rewardpipe.monitoring.thresholds import ManifestWarning, run_thresholds
+    from rewardpipe.store import LocalStore, manifest_key
+
+    store = LocalStore(tmp_path)
+    declared = {"plain": {"range": [0, 1], "role": "shaping"}, name: {"range": [-1, 1], "role": "outcome"}}
+    store.put_json(manifest_key("r1"), {"components": declared})
+    with pytest.warns(ManifestWarning, match=rf"run manifest field components\.{name}: '{name}' is reserved"):
+        th = run_thresholds(None, store, "r1")
+    # declared the outcome, the monitor's own target replaced the reward's outcome components (correctness)
+    assert name not in th.roles and name not in th.ranges and name not in th.outcome_components
+    assert th.outcome_components == ("correctness",)
+    assert th.roles["plain"] == "shaping"  # the rest of the manifest still applies
+    with pytest.warns(ManifestWarning):
+        assert MetricComponents(store).declared("r1") == {"plain"}
