@@ -4,7 +4,8 @@ Names and dimensions must match the alarms and dashboard in stacks/constructs/mo
 namespace ``RewardPipe``, dimensions ``service`` (+ ``component`` or ``route``). ``DeadStreak`` (per
 component) and ``ErrorStreak`` are emitted twice: per run (+ ``run``), and without the run as the longest
 current streak among the active runs, which is what the dead-component and error-rate alarms watch (they
-need no run ids, and runs never mix).
+need no run ids, and runs never mix). At most ``rewardpipe.aws.monitoring.RUN_METRIC_RUNS`` runs at once carry the
+per-run series (:class:`rewardpipe.aws.monitoring.RunMetricRuns`).
 """
 
 from __future__ import annotations

@@ -278,14 +278,113 @@ def deployed_components(settings: Settings) -> list[str]:
     return list(dict.fromkeys([*settings.reward_components, *settings.reward_weights]))
 
 
+#: The most runs whose DeadStreak and ErrorStreak are also sent with a ``run`` dimension: every such run adds a
+#: custom metric per component and one more, billed for each hour it gets a point, so many concurrent runs (or a
+#: check catching up on every run of the bucket) made the metric count, and the bill, grow with the runs. The
+#: alarms' streaks (no run dimension) count every active run, whichever carries its own (:class:`RunMetricRuns`).
+RUN_METRIC_RUNS = 10
+
+
+def run_metrics_key(run_id: str) -> str:
+    """The marker a run's first check writes when it is given per-run streak metrics (its grant)."""
+    from rewardpipe.store import run_prefix
+
+    return f"{run_prefix(run_id)}monitor/run-metrics.json"
+
+
+class RunMetricRuns:
+    """Which runs' streaks carry a ``run`` dimension: first come, first served, at most RUN_METRIC_RUNS at once. A
+    run is given them at its first check while fewer active runs (whose core state a check wrote within
+    ``settings.active_run_minutes``) hold them, and keeps them (its :func:`run_metrics_key` marker) for as long as
+    it runs; a run that stopped frees its place after the window. Should more hold a marker (a stopped run that
+    resumed, two checks granting at once), the first RUN_METRIC_RUNS by grant keep them. The holders are listed
+    once per check; each run left out is logged once, with the count of holders."""
+
+    def __init__(self, store: Any, settings: Settings, now: Any = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.now = now
+        self._holders: dict[str, Any] | None = None
+        self._logged: set[str] = set()
+
+    def _granted(self, run_id: str) -> Any:
+        """When the run's marker was written, or None when it has none."""
+        try:
+            head = self.store.client.head_object(
+                Bucket=self.store.bucket, Key=self.store._full(run_metrics_key(run_id))
+            )
+        except Exception:  # noqa: BLE001 - no marker (or unreadable): not a holder
+            return None
+        return head["LastModified"]
+
+    def holders(self) -> dict[str, Any]:
+        if self._holders is None:
+            active = _active_states(self.store, self.settings, self.now, read=False)
+            granted = {run_id: self._granted(run_id) for run_id in active}
+            self._holders = {run_id: when for run_id, when in granted.items() if when is not None}
+        return self._holders
+
+    def allows(self, run_id: str) -> bool:
+        holders = self.holders()
+        if run_id not in holders:
+            when = self._granted(run_id)
+            if when is None and len(holders) < RUN_METRIC_RUNS:
+                self.store.put_json(run_metrics_key(run_id), {"run_id": run_id})
+                when = self._granted(run_id)
+            if when is not None:
+                holders[run_id] = when
+        first = sorted(holders, key=lambda run: (holders[run], run))[:RUN_METRIC_RUNS]
+        if run_id in first:
+            return True
+        if run_id not in self._logged:
+            self._logged.add(run_id)
+            message = (
+                f"per-run DeadStreak and ErrorStreak not sent for this run: {len(holders)} active runs hold them, "
+                f"at most {RUN_METRIC_RUNS}; the alarms' streaks (no run dimension) still count this run"
+            )
+            print(json.dumps({"level": "WARNING", "message": message, "run_id": run_id}))
+        return False
+
+
+def _active_states(store: Any, settings: Settings, now: Any = None, read: bool = True) -> dict[str, Any]:
+    """The runs whose core monitor state a check wrote within ``settings.active_run_minutes`` of ``now``, each with
+    its :class:`~rewardpipe.monitoring.MonitorState` (``read``) or None. A run whose state is missing or unusable is
+    left out (its own run's check reports it)."""
+    from datetime import datetime, timedelta
+
+    from rewardpipe.monitoring import MonitorState, state_key
+
+    now = now or datetime.now(UTC)
+    window = timedelta(minutes=settings.active_run_minutes)
+    active: dict[str, Any] = {}
+    for run_id in store.list_runs():
+        try:
+            key = store._full(state_key(run_id))
+            if not read:
+                head = store.client.head_object(Bucket=store.bucket, Key=key)
+                if now - head["LastModified"] <= window:
+                    active[run_id] = None
+                continue
+            response = store.client.get_object(Bucket=store.bucket, Key=key)
+            if now - response["LastModified"] > window:
+                continue
+            active[run_id] = MonitorState.from_dict(json.loads(response["Body"].read()))
+        except Exception:  # noqa: BLE001 - a missing or unusable state is reported by its own run's check
+            continue
+    return active
+
+
 class CheckPublisher:
     """The variance check's :class:`rewardpipe.monitoring.StepPublisher`: the verdict object before the
     commit (idempotent), the metric points kept in the outbox and emitted once by the delivery. The points are
     those of :class:`MetricComponents`' names; the names left out are kept in ``left_out`` by (run, step)."""
 
-    def __init__(self, store: Any, components: MetricComponents | None = None) -> None:
+    def __init__(
+        self, store: Any, components: MetricComponents | None = None, runs: RunMetricRuns | None = None
+    ) -> None:
         self.store = store
         self.components = components or MetricComponents(store)
+        self.runs = runs  # None: every run's streaks carry its run dimension
         self.left_out: dict[tuple[str, int], list[str]] = {}
 
     def before_commit(self, run_id: str, result: Any) -> list[dict[str, Any]]:
@@ -299,7 +398,8 @@ class CheckPublisher:
         if left_out:
             self.left_out[run_id, report.step] = left_out
             report = replace(report, components={name: report.components[name] for name in kept})
-        return [asdict(point) for point in step_points(report, run_id=run_id)]
+        per_run = self.runs is None or self.runs.allows(run_id)
+        return [asdict(point) for point in step_points(report, run_id=run_id if per_run else None)]
 
     def publish(self, run_id: str, entry: Any) -> None:  # noqa: ARG002 - StepPublisher's publish(run_id, entry); the entry carries its points
         from rewardpipe.aws.metrics import MetricPoint, emit
@@ -360,24 +460,13 @@ def streak_points(
     failing one is still running; a run that has stopped drops out after the window. Emitted only by a
     check that committed a step, so a pause in training sends nothing and the alarms keep their state. Each run
     adds the streaks of its :class:`MetricComponents` names only."""
-    from datetime import datetime, timedelta
-
     from rewardpipe.aws.metrics import aggregate_streak_points
-    from rewardpipe.monitoring import ERRORS_TARGET, MonitorState, state_key
+    from rewardpipe.monitoring import ERRORS_TARGET
 
-    now = now or datetime.now(UTC)
     components = components or MetricComponents(store, deployed_components(settings))
-    window = timedelta(minutes=settings.active_run_minutes)
     longest_dead: dict[str, int] = {}
     longest_errors: int | None = None
-    for run_id in store.list_runs():
-        try:
-            response = store.client.get_object(Bucket=store.bucket, Key=store._full(state_key(run_id)))
-            if now - response["LastModified"] > window:
-                continue
-            state = MonitorState.from_dict(json.loads(response["Body"].read()))
-        except Exception:  # noqa: BLE001 - a missing or unusable state is reported by its own run's check
-            continue
+    for run_id, state in _active_states(store, settings, now).items():
         named = {key.split(":", 1)[1]: target for key, target in state.targets.items() if key.startswith("component:")}
         for name in components.split(run_id, named)[0]:
             longest_dead[name] = max(longest_dead.get(name, 0), named[name].dead_streak)
@@ -420,7 +509,7 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
 
     store = ConditionalStateStore(store or _open_store(settings), upto=request.step)
     components = MetricComponents(store, deployed_components(settings))
-    publisher = CheckPublisher(store, components)
+    publisher = CheckPublisher(store, components, RunMetricRuns(store, settings))
     sinks: list[Any] = [StoreAlarmSink(store)]
     if settings.alarm_topic_arn:
         sinks.append(SnsAlarmSink(settings.alarm_topic_arn, client=sns_client or aws_client("sns"), ledger=store))

@@ -4,9 +4,11 @@ in what the monitor writes."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.monitoring.test_round_thirtythree_followups import _records
+from tests.monitoring.test_round_thirtythree_followups import _emf, _records
 
 
 def _task_records(values_of_group, weights, groups=4):
@@ -68,3 +70,43 @@ def test_a_manifest_cannot_declare_a_reserved_name(tmp_path, name):
     assert th.roles["plain"] == "shaping"  # the rest of the manifest still applies
     with pytest.warns(ManifestWarning):
         assert MetricComponents(store).declared("r1") == {"plain"}
+
+
+# -- 1. per-run CloudWatch metrics bounded -------------------------------------------------------------------------
+
+
+def test_per_run_streak_metrics_are_bounded_whatever_the_number_of_runs(monkeypatch, capsys):
+    import boto3
+    from moto import mock_aws
+
+    import rewardpipe.aws.monitoring as check
+    from rewardpipe.aws.settings import Settings
+    from rewardpipe.store import S3Store
+
+    monkeypatch.setattr(check, "RUN_METRIC_RUNS", 2, raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    runs = ["run-a", "run-b", "run-c", "run-d", "run-e"]
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="records")
+        store = S3Store("records", client=s3)
+        for run in runs:
+            for rec in _records(
+                lambda i: {"correctness": 0.0, "style": float(i % 2)}, {"correctness": 1.0, "style": 1.0}, run
+            ):
+                store.put_record(rec)
+        settings = Settings(bucket="records")
+        capsys.readouterr()
+        for run in reversed(runs):  # the latest started first: the run-id order, not the order checked, decides
+            out = check.run_check(check.CheckRequest(run_id=run, step=1), settings, store=store)
+            assert [s["step"] for s in out["results"]] == [0, 1]
+    printed = capsys.readouterr().out
+    docs = _emf(printed)
+    per_run = {d["run"] for d in docs if "run" in d and ("DeadStreak" in d or "ErrorStreak" in d)}
+    assert per_run == {"run-e", "run-d"}  # the first two checked keep them
+    # each run left out is said once in the function's log
+    said = [json.loads(line) for line in printed.splitlines() if "per-run DeadStreak" in line]
+    assert sorted(w["run_id"] for w in said) == ["run-a", "run-b", "run-c"]
+    # the alarms' streaks (no run dimension) still count every active run: correctness is dead in each
+    alarmed = [d for d in docs if "DeadStreak" in d and "run" not in d and d.get("component") == "correctness"]
+    assert alarmed and alarmed[-1]["DeadStreak"][0] >= 1
