@@ -83,6 +83,8 @@ class RecordBatch:
     load: Callable[[int], Any]  # position -> the full Record (only for the few sampled rollouts)
     duplicates: list[int] = field(default_factory=list)  # positions of dropped repeated deliveries
     position_label: str = "line"  # what a position counts: "line" (JSONL) or "row" (Parquet)
+    #: bool: the record's metrics say the rule-based user replaced the LLM-played one (None: no record does)
+    user_fallbacks: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -98,6 +100,7 @@ class RecordBatch:
             scored=self.scored[rows],
             error_kinds=self.error_kinds.take(rows),
             inprocess=self.inprocess[rows],
+            user_fallbacks=None if self.user_fallbacks is None else self.user_fallbacks[rows],
             weights={k: v[rows] for k, v in self.weights.items()},
             values={k: v[rows] for k, v in self.values.items()},
             nulls={k: v[rows] for k, v in self.nulls.items()},
@@ -199,9 +202,15 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
     order = np.argsort(group_step, kind="stable")  # each step's groups, first seen first
     bounds = [*np.searchsorted(group_step[order], step_values, side="left").tolist(), groups]
 
+    fallbacks = batch.user_fallbacks if batch.user_fallbacks is not None else np.zeros(rows, dtype=bool)
     per_step = {
         name: np.bincount(step_of_row, weights=mask, minlength=len(step_values)).astype(np.int64)
-        for name, mask in (("records", np.ones(rows)), ("errors", ~batch.scored), ("inprocess", batch.inprocess))
+        for name, mask in (
+            ("records", np.ones(rows)),
+            ("errors", ~batch.scored),
+            ("inprocess", batch.inprocess),
+            ("user_fallbacks", fallbacks),
+        )
     }
     set_aside = np.bincount(step_of_row, weights=batch.scored & ~judged, minlength=len(step_values))
     tables = {name: _group_table(batch.values[name], judged, codes, groups) for name in batch.values}
@@ -219,6 +228,7 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         acc.records = int(per_step["records"][s])
         acc.errors = int(per_step["errors"][s])
         acc.inprocess = int(per_step["inprocess"][s])
+        acc.user_fallbacks = int(per_step["user_fallbacks"][s])
         every = order[bounds[s] : bounds[s + 1]]
         acc.weights = weights_of_group(every)  # a group set aside was read first: its weights count
         mine = every[~mixed[every]]

@@ -34,7 +34,7 @@ import orjson
 from rewardpipe.models import MAX_SCORE_MAGNITUDE, MAX_STEP, RECORD_SCHEMA, field_error
 from rewardpipe.monitoring.batch import Labels, RecordBatch
 from rewardpipe.monitoring.columns import paused_gc
-from rewardpipe.monitoring.statistics import AGG, last_copies
+from rewardpipe.monitoring.statistics import AGG, USER_FALLBACKS, last_copies, replaced_user
 
 SAMPLE_LINES = 2000  # lines (from the start and the end) the pyarrow schema is built from
 SAMPLE_BYTES = 1 << 22
@@ -295,6 +295,7 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
         )
     else:
         inprocess = np.zeros(len(positions), dtype=bool)
+    user_fallbacks = _struct_fallbacks(metrics)
 
     run_ids, group_ids, rollout_ids, task_ids, error_kinds = _labels_of(
         column["run_id"], column["group_id"], column["rollout_id"], column["task_id"], kinds
@@ -313,6 +314,7 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
         nulls=nulls,
         positions=positions,
         load=_loader(lines.__getitem__),
+        user_fallbacks=user_fallbacks,
     )
 
 
@@ -461,6 +463,7 @@ def _orjson_batch(data: bytes) -> RecordBatch | None:
         return None
     scored = np.fromiter((s == "scored" for s in statuses), dtype=bool, count=len(statuses))
     inprocess = np.fromiter((m.get("exec_mode") == "inprocess" for m in metrics), dtype=bool, count=len(metrics))
+    user_fallbacks = np.fromiter(map(replaced_user, metrics), dtype=bool, count=len(metrics))
     return RecordBatch(
         run_ids=Labels.of(run_ids),
         steps=step_column,
@@ -475,7 +478,36 @@ def _orjson_batch(data: bytes) -> RecordBatch | None:
         nulls={k: n & scored for k, (_, n) in values.items()},
         positions=positions,
         load=_loader(lambda number: lines[number - 1]),
+        user_fallbacks=user_fallbacks,
     )
+
+
+def _struct_fallbacks(metrics: Any) -> np.ndarray:
+    """:func:`replaced_user` of each row of a metrics struct column: its numeric ``llm_user_fallbacks`` field > 0."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = [metrics.type.field(i).name for i in range(metrics.type.num_fields)]
+    if USER_FALLBACKS not in names:
+        return np.zeros(len(metrics), dtype=bool)
+    field = metrics.field(USER_FALLBACKS)
+    if not (pa.types.is_integer(field.type) or pa.types.is_floating(field.type)):
+        return np.zeros(len(metrics), dtype=bool)  # a bool or text is not a count, as for a Record
+    return np.asarray(pc.fill_null(pc.greater(field, 0), False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+#: What json.dumps writes for a positive ``llm_user_fallbacks`` (3, 2.0, 0.5, 1e-05; true and "3" are not counts).
+#: A metric's value is a number, a bool or text (a Record refuses any other), and a quote inside text is escaped: the
+#: pattern cannot come from a value.
+_FALLBACKS_JSON = f'"{USER_FALLBACKS}": (?:[1-9]|0\\.[0-9]*[1-9])'
+
+
+def _json_fallbacks(metrics_json: Any) -> np.ndarray:
+    """:func:`replaced_user` of each row's ``metrics_json`` text (json.dumps(sort_keys=True) of the metrics)."""
+    import pyarrow.compute as pc
+
+    found = pc.fill_null(pc.match_substring_regex(metrics_json, _FALLBACKS_JSON), False)
+    return np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _steps_in_bounds(steps: np.ndarray) -> bool:
@@ -678,6 +710,7 @@ def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
     # json.dumps(sort_keys=True) writes the key and its value like this; a quote inside a metric's text is
     # escaped, so the pattern cannot come from a value
     inprocess = pc.fill_null(pc.match_substring(column["metrics_json"], '"exec_mode": "inprocess"'), False)
+    user_fallbacks = _json_fallbacks(column["metrics_json"])
     kinds = pc.if_else(column["error_kind"].is_null(), "unknown", column["error_kind"])
 
     def load(position: int) -> Any:
@@ -694,6 +727,7 @@ def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
         scored=scored,
         error_kinds=_labels(kinds),
         inprocess=inprocess.to_numpy(zero_copy_only=False),
+        user_fallbacks=user_fallbacks,
         weights=weights,
         values=values,
         nulls=nulls,

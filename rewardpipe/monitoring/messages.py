@@ -179,6 +179,11 @@ SINGLE_ROLLOUT_GROUPS = "single_rollout_groups"
 VALUES_OUT_OF_RANGE = "values_out_of_range"
 #: ``kind`` of the warning for a component the records of some steps leave out altogether.
 COMPONENT_ABSENT = "component_absent"
+#: ``kind`` of the warning for steps where the rule-based user replaced the LLM-played one in many rollouts.
+USER_REPLACED = "llm_user_replaced"
+#: The share of a step's records with ``llm_user_fallbacks`` > 0 from which that step is named in the warning: a
+#: reply the rules cannot vet now and then is by design; one rollout in ten is a simulator that is failing.
+USER_REPLACED_SHARE = 0.1
 
 
 def run_warnings(reports: list[Any]) -> list[dict[str, str]]:
@@ -192,8 +197,39 @@ def run_warnings(reports: list[Any]) -> list[dict[str, str]]:
     ``values_out_of_range``: a component held values outside its declared range (``--range``, the reward's own),
     which the verdicts read for their cause; named with its steps and the values seen.
 
-    ``component_absent``: a component given at some steps is missing from every scored record of others."""
-    return _single_rollout_groups(reports) + _values_out_of_range(reports) + _components_absent(reports)
+    ``component_absent``: a component given at some steps is missing from every scored record of others.
+
+    ``llm_user_replaced``: at some steps, in at least USER_REPLACED_SHARE of the records, the environment's
+    LLM-played user was replaced by its rule-based user (the record's ``llm_user_fallbacks`` metric): those rollouts
+    were trained against another user than the one configured, which no verdict shows."""
+    return (
+        _single_rollout_groups(reports)
+        + _values_out_of_range(reports)
+        + _components_absent(reports)
+        + _user_replaced(reports)
+    )
+
+
+def _user_replaced(reports: list[Any]) -> list[dict[str, str]]:
+    """``llm_user_replaced``: the steps where the rule-based user replaced the LLM-played one in many records."""
+    counted = [r for r in reports if r.records and getattr(r, "user_fallback_records", 0)]
+    steps = [r for r in counted if r.user_fallback_records / r.records >= USER_REPLACED_SHARE]
+    if not steps:
+        return []
+    replaced, records = sum(r.user_fallback_records for r in steps), sum(r.records for r in steps)
+    shown = _first_steps([r.step for r in steps])
+    return [
+        {
+            "kind": USER_REPLACED,
+            "message": (
+                f"the simulated user: the rule-based user replaced the LLM-played user in {replaced} of {records} "
+                f"rollouts ({pct(replaced / records)}) of {len(steps)} step(s) ({shown})"
+                f": those rollouts were played against the rule-based user, not the configured model; the records' "
+                f"llm_user_no_text counts replies with no text (the user's max_tokens too low?), the others were "
+                f"replies the rules could not vet or a failing user endpoint"
+            ),
+        }
+    ]
 
 
 def _components_absent(reports: list[Any]) -> list[dict[str, str]]:

@@ -123,6 +123,7 @@ def merge(steps: list[tuple[int, StepAcc]]) -> StepAcc:
         merged.records += acc.records
         merged.errors += acc.errors
         merged.inprocess += acc.inprocess
+        merged.user_fallbacks += acc.user_fallbacks
         for target, source in (
             (merged.error_kinds, acc.error_kinds),
             (merged.missing, acc.missing),

@@ -106,6 +106,18 @@ _NO_VALUES = (0, 0.0, 0.0, 0.0, math.nan, math.nan)
 GroupKey = str | tuple[int, "GroupKey"]
 
 
+#: The metric an environment with an LLM-played user reports: how many of its replies the rule-based user's replaced
+#: (ask_before_coding's ``llm_user_fallbacks``).
+USER_FALLBACKS = "llm_user_fallbacks"
+
+
+def replaced_user(metrics: Mapping[str, Any]) -> bool:
+    """Whether a record's metrics say the rule-based user replaced the LLM-played one at least once (a positive
+    number; a bool or text is not one)."""
+    value = metrics.get(USER_FALLBACKS)
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
 class StepAcc:
     """Everything the monitor keeps about one step while it reads records."""
 
@@ -123,12 +135,14 @@ class StepAcc:
         "set_aside",
         "set_aside_records",
         "table",
+        "user_fallbacks",
         "weights",
     )
 
     def __init__(self) -> None:
         self.records = 0
         self.inprocess = 0  # records scored from the "inprocess" trust mode (not a reward source)
+        self.user_fallbacks = 0  # records where the rule-based user replaced the LLM-played user (replaced_user)
         self.errors = 0
         self.error_kinds: dict[str, int] = {}
         # group_id -> {component -> [n, shift, sum(x - shift), sum((x - shift)^2), min, max]} while reading;
@@ -319,6 +333,8 @@ def accumulate(
         acc.records += 1
         if rec.metrics.get("exec_mode") == "inprocess":
             acc.inprocess += 1
+        if replaced_user(rec.metrics):
+            acc.user_fallbacks += 1
         key = (rec.step, rec.group_id)
         # (an error record's task is left out, as the record is: the Nova bridge files its own as "unknown")
         if rec.status == "scored":

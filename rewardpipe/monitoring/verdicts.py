@@ -96,6 +96,8 @@ class StepReport:
     replayed: bool = False
     # Records whose execution ran in the "inprocess" trust mode: a screened fallback, not a reward source.
     inprocess_records: int = 0
+    #: Records whose LLM-played user was replaced by the rule-based user at least once (``llm_user_fallbacks``).
+    user_fallback_records: int = 0
     #: Groups left out of every statistic because their scored records hold several tasks (named in the
     #: result's ``set_aside``), and those records (counted in ``records``, not in ``scored``).
     set_aside_groups: int = 0
@@ -116,6 +118,7 @@ class StepReport:
             "error_streak": self.error_streak,
             "replayed": self.replayed,
             "inprocess_records": self.inprocess_records,
+            "user_fallback_records": self.user_fallback_records,
             "set_aside_groups": self.set_aside_groups,
             "set_aside_records": self.set_aside_records,
             "components": {name: stats.to_dict() for name, stats in self.components.items()},
@@ -278,6 +281,7 @@ def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
         components=components,
         aggregate=aggregate,
         inprocess_records=acc.inprocess,
+        user_fallback_records=acc.user_fallbacks,
         set_aside_groups=len(acc.set_aside),
         set_aside_records=acc.set_aside_records,
     )

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+import rewardpipe.monitoring.fastread as fastread
 from tests.monitoring.test_round_thirtythree_followups import _emf, _records
 
 
@@ -110,3 +111,60 @@ def test_per_run_streak_metrics_are_bounded_whatever_the_number_of_runs(monkeypa
     # the alarms' streaks (no run dimension) still count every active run: correctness is dead in each
     alarmed = [d for d in docs if "DeadStreak" in d and "run" not in d and d.get("component") == "correctness"]
     assert alarmed and alarmed[-1]["DeadStreak"][0] >= 1
+
+
+# -- 4. the LLM-played user replaced by the rule-based user --------------------------------------------------------
+
+
+def _user_run(fallbacks_of):
+    """Two steps of varying records; rollout ``n`` (counted across the run) has ``metrics`` ``fallbacks_of(n)``."""
+    records = _records(lambda i: {"correctness": float(i % 2)}, {"correctness": 1.0}, groups=5)
+    for n, rec in enumerate(records):
+        rec.metrics = fallbacks_of(n)
+    return records
+
+
+def _replaced_warnings(records):
+    from rewardpipe.monitoring import monitor_records
+
+    result = monitor_records(records)
+    return result, [w for w in result.warnings if w["kind"] == "llm_user_replaced"]
+
+
+def test_a_user_sees_when_the_rule_based_user_replaced_the_simulator():
+    # step 0: every other rollout's user fell back at least once; step 1: one rollout (5%), by design now and then
+    records = _user_run(lambda n: {"llm_user_fallbacks": (2 if n % 2 else 0) if n < 20 else int(n == 25)})
+    result, warned = _replaced_warnings(records)
+    assert [(r.step, r.user_fallback_records) for r in result.steps] == [(0, 10), (1, 1)]
+    assert len(warned) == 1
+    assert "replaced the LLM-played user in 10 of 20 rollouts (50%) of 1 step(s) (0)" in warned[0]["message"]
+
+
+def test_only_a_positive_count_is_a_fallback():
+    records = _user_run(lambda n: {"llm_user_fallbacks": [0, True, "3", -1, 0.0, None][n % 6]})
+    result, warned = _replaced_warnings(records)
+    assert [r.user_fallback_records for r in result.steps] == [0, 0] and not warned
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[0, 1, 2.0, 0.5, True, "3", -1, 1e-05], [0, 1, 2, 0, 5, 0, -1, 3]],
+    ids=["mixed", "numbers"],
+)
+def test_every_reader_counts_the_fallbacks_alike(tmp_path, values):
+    from rewardpipe.monitoring import monitor_records
+    from rewardpipe.monitoring.monitor import monitor_batch
+    from rewardpipe.monitoring.parquet import write_parquet
+
+    records = _user_run(lambda n: {"llm_user_fallbacks": values[n % len(values)]})
+    expected = [r.user_fallback_records for r in monitor_records(records).steps]
+    positive = [type(v) in (int, float) and v > 0 for v in values]
+    assert sum(expected) == sum(positive[n % len(values)] for n in range(40))
+    data = "".join(r.model_dump_json(by_alias=True) + "\n" for r in records).encode()
+    path, _ = write_parquet(records, tmp_path, "r1")
+    batches = [fastread._arrow_batch(data), fastread._orjson_batch(data), fastread.read_parquet_batch([path])]
+    if values[-1] == 3:
+        assert batches[0] is not None  # a column of numbers: pyarrow's reader vouches for it
+    for batch in filter(None, batches):
+        assert [r.user_fallback_records for r in monitor_batch(batch).steps] == expected
+    assert batches[1] is not None and batches[2] is not None
