@@ -388,9 +388,12 @@ def _transcript(example: dict[str, Any]) -> str:
     body.append(f"<p><b>verdict:</b> {_t(verdict.get('status'))}{_t(tests)} — {_t(verdict.get('reason'))}</p>")
     if "revealed" in transcript:  # an environment without a spec (tool_call, wordle) has none to count
         revealed = transcript.get("revealed") or []
+        count = transcript.get("revealed_count", len(revealed))
+        more = f"<br>… {_t(count - len(revealed))} more" if count > len(revealed) else ""
         body.append(
-            f"<p><b>revealed spec items:</b> {len(revealed)}"
+            f"<p><b>revealed spec items:</b> {_t(count)}"
             + "".join(f"<br>· turn {_t(r.get('turn'))}: {_t(r.get('text'))}" for r in revealed)
+            + more
             + "</p>"
         )
     components = " · ".join(f"{_t(k)} {_num(v)}" for k, v in (transcript.get("components") or {}).items())

@@ -29,6 +29,8 @@ TOOL_CALLS = 16  # tool calls of one message shown in the report (the rest are c
 #: Messages of one transcript the report shows: the first FIRST_MESSAGES (the prompt, the first turns) and the last
 #: LAST_MESSAGES (how it ended); the ones between are counted (``messages_left_out``), never listed.
 FIRST_MESSAGES, LAST_MESSAGES = 20, 40
+#: Revealed spec items of one transcript the report lists (``revealed_count`` counts them all), each text cut.
+REVEALED_ITEMS = 50
 AGGREGATE = "aggregate"
 
 
@@ -91,10 +93,10 @@ def _alarm_examples(alarm: Mapping[str, Any], columns: RunColumns, run_id: str |
     return examples
 
 
-def _cut(text: str) -> str:
-    if len(text) <= MESSAGE_CHARS:
+def _cut(text: str, limit: int = MESSAGE_CHARS) -> str:
+    if len(text) <= limit:
         return text
-    return text[:MESSAGE_CHARS] + f"… [{len(text) - MESSAGE_CHARS} more characters]"
+    return text[:limit] + f"… [{len(text) - limit} more characters]"
 
 
 def _compact_call(call: Any) -> dict[str, Any]:
@@ -151,14 +153,23 @@ def _compact_messages(messages: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+def _compact_revealed(items: Sequence[Any]) -> dict[str, Any]:
+    """The first REVEALED_ITEMS revealed spec items, each text cut, and their count when more."""
+    shown = [{**item.model_dump(), "text": _cut(item.text)} for item in items[:REVEALED_ITEMS]]
+    return {"revealed": shown, **({"revealed_count": len(items)} if len(items) > REVEALED_ITEMS else {})}
+
+
 def _compact_transcript(transcript: Any) -> dict[str, Any]:
+    """What the report shows of a stored transcript: every text in it cut (a stored object is whatever its writer
+    put there: a verdict's reason quoting the model's output whole made a report of megabytes per example)."""
+    verdict = transcript.verdict
     return {
         **_compact_messages(transcript.messages),
-        "turn_kinds": list(transcript.turn_kinds),
+        "turn_kinds": [_cut(kind, 80) for kind in transcript.turn_kinds],
         # only an environment with a spec reports revealed items (the page counts them only then)
-        **({"revealed": [item.model_dump() for item in transcript.revealed]} if transcript.reveals_spec else {}),
+        **(_compact_revealed(transcript.revealed) if transcript.reveals_spec else {}),
         "executed_code": None if transcript.executed_code is None else _cut(transcript.executed_code),
-        "verdict": transcript.verdict.model_dump(),
+        "verdict": {**verdict.model_dump(), "status": _cut(verdict.status, 80), "reason": _cut(verdict.reason)},
         "components": dict(transcript.components),
         "aggregate": transcript.aggregate,
     }

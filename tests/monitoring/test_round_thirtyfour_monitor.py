@@ -168,3 +168,34 @@ def test_every_reader_counts_the_fallbacks_alike(tmp_path, values):
     for batch in filter(None, batches):
         assert [r.user_fallback_records for r in monitor_batch(batch).steps] == expected
     assert batches[1] is not None and batches[2] is not None
+
+
+# -- model text in the report: a stored transcript's every text is cut ---------------------------------------------
+
+
+def test_a_stored_transcripts_huge_texts_are_cut_in_the_report(tmp_path):
+    from rewardpipe.models import Message
+    from rewardpipe.monitoring.html import _transcript
+    from rewardpipe.monitoring.report import MESSAGE_CHARS, REVEALED_ITEMS, attach_transcripts
+    from rewardpipe.store import LocalStore
+    from rewardpipe.transcripts import RevealedItem, RolloutTranscript, Verdict
+
+    huge = "\u202e<script>alert(1)</script>" + "x" * 1_000_000
+    ids = {"run_id": "run", "step": 0, "group_id": "g", "rollout_id": "r", "task_id": "t"}
+    transcript = RolloutTranscript(
+        **ids,
+        messages=[Message(role="user", content="q"), Message(role="assistant", content="a")],
+        verdict=Verdict(status=huge, reason=huge),
+        turn_kinds=[huge],
+        revealed=[RevealedItem(index=i, text=huge, turn=0) for i in range(REVEALED_ITEMS + 7)],
+    )
+    store = LocalStore(tmp_path)
+    key = store.put_transcript(transcript)
+    report = {"alarms": [{"examples": [{"rollout_id": "r", "group_id": "g", "step": 0, "transcript_key": key}]}]}
+    attach_transcripts(report, store)
+    shown = report["alarms"][0]["examples"][0]["transcript"]
+    assert len(json.dumps(shown)) < (REVEALED_ITEMS + 4) * (MESSAGE_CHARS + 100)
+    assert shown["revealed_count"] == REVEALED_ITEMS + 7 and len(shown["revealed"]) == REVEALED_ITEMS
+    page = _transcript(report["alarms"][0]["examples"][0])
+    assert "<script>" not in page and "\u202e" not in page
+    assert f"revealed spec items:</b> {REVEALED_ITEMS + 7}" in page and "… 7 more" in page
