@@ -329,20 +329,27 @@ class RunMetricRuns:
         if run_id not in holders:
             when = self._granted(run_id)
             if when is None and len(holders) < RUN_METRIC_RUNS:
-                self.store.put_json(run_metrics_key(run_id), {"run_id": run_id})
+                try:
+                    self.store.put_json(run_metrics_key(run_id), {"run_id": run_id})
+                except Exception as exc:  # noqa: BLE001 - the step's check and its other metrics go on without them
+                    return self._left_out(run_id, f"its grant could not be written ({type(exc).__name__}: {exc})")
                 when = self._granted(run_id)
             if when is not None:
                 holders[run_id] = when
         first = sorted(holders, key=lambda run: (holders[run], run))[:RUN_METRIC_RUNS]
         if run_id in first:
             return True
+        return self._left_out(run_id, f"{len(holders)} active runs hold them, at most {RUN_METRIC_RUNS}")
+
+    def _left_out(self, run_id: str, why: str) -> bool:
+        """False, logged once per run: its per-run streaks are not sent, and why."""
         if run_id not in self._logged:
             self._logged.add(run_id)
             message = (
-                f"per-run DeadStreak and ErrorStreak not sent for this run: {len(holders)} active runs hold them, "
-                f"at most {RUN_METRIC_RUNS}; the alarms' streaks (no run dimension) still count this run"
+                f"per-run DeadStreak and ErrorStreak not sent for this run: {why}; the alarms' streaks (no run "
+                f"dimension) still count this run"
             )
-            print(json.dumps({"level": "WARNING", "message": message, "run_id": run_id}))
+            print(json.dumps({"level": "WARNING", "message": message[:2000], "run_id": run_id}))
         return False
 
 

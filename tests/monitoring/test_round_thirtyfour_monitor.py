@@ -199,3 +199,24 @@ def test_a_stored_transcripts_huge_texts_are_cut_in_the_report(tmp_path):
     page = _transcript(report["alarms"][0]["examples"][0])
     assert "<script>" not in page and "\u202e" not in page
     assert f"revealed spec items:</b> {REVEALED_ITEMS + 7}" in page and "… 7 more" in page
+
+
+def test_a_grant_that_cannot_be_written_costs_the_check_nothing(capsys):
+    from types import SimpleNamespace
+
+    from rewardpipe.aws.monitoring import RunMetricRuns
+    from rewardpipe.aws.settings import Settings
+
+    def refused(**_):
+        raise RuntimeError("SlowDown")
+
+    def put_json(key, obj):
+        raise RuntimeError(f"SlowDown writing {key}")
+
+    store = SimpleNamespace(
+        list_runs=lambda: [], client=SimpleNamespace(head_object=refused), bucket="b", _full=str, put_json=put_json
+    )
+    runs = RunMetricRuns(store, Settings(bucket="b"))
+    assert runs.allows("r1") is False and runs.allows("r1") is False
+    said = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(said) == 1 and "could not be written (RuntimeError: SlowDown" in said[0]["message"]
