@@ -102,8 +102,8 @@ def test_monitor_run_directory_inside_store(run_cli, store_dir):
 
 
 def test_fail_on_alarm_exit_code(run_cli, store_dir, jsonl):
-    assert run_cli(store_dir, "--json", "--fail-on-alarm").exit_code == 3
-    assert run_cli(jsonl, "--fail-on-alarm").exit_code == 3
+    assert run_cli(store_dir, "--json", "--fail-on-alarm").exit_code == 2
+    assert run_cli(jsonl, "--fail-on-alarm").exit_code == 2
     # no alarm -> 0 even with --fail-on-alarm
     assert run_cli(jsonl, "--fail-on-alarm", "--step", 0).exit_code == 0
     # ignoring the dead component -> 0
@@ -213,7 +213,7 @@ def test_monitor_s3(run_cli):
         for record in make_records():
             store.put_record(record)
         result = run_cli("s3://scores/exp", "--json", "--fail-on-alarm")
-        assert result.exit_code == 3, result.output
+        assert result.exit_code == 2, result.output
         check_payload(json.loads(result.stdout))
         assert store.get_json("runs/demo/alarms/step=1/correctness-dead_component.json")["step"] == 1
         result = run_cli("s3://no-such-bucket/x")

@@ -1,8 +1,9 @@
 """The typer application object, and the rules every subcommand shares.
 
 * **Exit codes**: 0 success, 1 bad data (an input file, a store, an endpoint, a broken task), 2 usage (an
-  option that is missing, malformed or contradicts another: click's own status for a bad command line, and
-  nothing else), 3 ``monitor --fail-on-alarm`` found a dead component (:data:`ALARM_EXIT`), 130 Ctrl-C.
+  option that is missing, malformed or contradicts another: click's own status for a bad command line), 130
+  Ctrl-C. ``monitor --fail-on-alarm`` exits :data:`ALARM_EXIT` when an alarm is raised: 2 as well, as issue 1's
+  interface fixed it; the two are told apart by stdout, which a usage error leaves empty.
 * **Streams**: data (tables, results, JSON) goes to stdout, messages for people (progress, warnings,
   errors) to stderr. ``--json`` output is written with :func:`write_json_line`: one ASCII-only object per
   ``\\n``-terminated line, never through Rich, never with a non-finite number.
@@ -27,9 +28,10 @@ from typer.core import TyperGroup
 
 USAGE_ERROR = 2
 DATA_ERROR = 1
-#: ``monitor --fail-on-alarm``: the run has a dead component or too many errors. Not 2, which a script must be
-#: able to read as "the command line is wrong" (it was 2 until round thirty-four).
-ALARM_EXIT = 3
+#: ``monitor --fail-on-alarm``: the run has a dead component or too many errors. The same status as a usage error,
+#: because the CLI's published interface says so (scripts test for 2); an alarm prints its table or JSON on stdout,
+#: a usage error nothing.
+ALARM_EXIT = 2
 
 
 #: The most characters of one line for people (a message, a table cell): a bad input line quoting the model's

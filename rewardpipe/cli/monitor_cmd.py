@@ -370,7 +370,9 @@ def monitor(
     step: int | None = typer.Option(None, "--step", min=0, help="Only this step."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
     fail_on_alarm: bool = typer.Option(
-        False, "--fail-on-alarm", help="Exit 3 if a dead-component or error-rate alarm is raised (2 is a usage error)."
+        False,
+        "--fail-on-alarm",
+        help="Exit 2 if a dead-component or error-rate alarm is raised (a usage error exits 2 with nothing on stdout).",
     ),
     thresholds: Any = None,
     write_alarms: bool = typer.Option(
