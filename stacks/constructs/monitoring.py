@@ -41,6 +41,7 @@ from rewardpipe.aws.metrics import (
     WITHIN_GROUP_STD,
     ZERO_VARIANCE,
 )
+from rewardpipe.aws.monitoring import RUN_METRIC_RUNS
 from rewardpipe.aws.settings import alarm_policy_env
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
@@ -483,7 +484,8 @@ class Monitoring(Construct):
                     f"Reward component '{component}' had zero within-group variance in at least "
                     f"{alarms_cfg.zero_variance_fraction:.0%} of groups for {alarms_cfg.dead_steps} consecutive "
                     f"checked steps of one active run: it gives GRPO no signal. DeadStreak with the run "
-                    f"dimension names the run."
+                    f"dimension names the run (for the first {RUN_METRIC_RUNS} active runs; the check's log names "
+                    f"the others)."
                 ),
                 metric=_metric(DEAD_STREAK, Duration.minutes(1), component=component),
                 threshold=alarms_cfg.dead_steps,
@@ -499,7 +501,8 @@ class Monitoring(Construct):
             description=(
                 f"At least {alarms_cfg.error_rate:.0%} of a step's rollouts ended in an error record for "
                 f"{alarms_cfg.error_steps} consecutive checked steps of one active run. ErrorStreak with the run "
-                f"dimension names the run."
+                f"dimension names the run (for the first {RUN_METRIC_RUNS} active runs; the check's log names the "
+                f"others)."
             ),
             metric=_metric(ERROR_STREAK, Duration.minutes(1)),
             threshold=alarms_cfg.error_steps,

@@ -123,3 +123,18 @@ def test_the_deployed_stack_checks_its_policies_at_synth(monkeypatch):
     problems = stack.node.validate()
     assert any("Score" in p and "inline policies" in p for p in problems)
     assert any("trust policy" in p for p in problems)
+
+
+def test_the_streak_alarms_say_how_many_runs_carry_their_own_series(resources):
+    """Round thirty-four capped the runs with per-run DeadStreak/ErrorStreak series (RUN_METRIC_RUNS); the alarms'
+    descriptions said the run dimension names the failing run, which is untrue past the cap."""
+    from rewardpipe.aws.monitoring import RUN_METRIC_RUNS
+
+    streak_alarms = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"].get("MetricName") in ("DeadStreak", "ErrorStreak")
+    ]
+    assert streak_alarms
+    for alarm in streak_alarms:
+        assert f"first {RUN_METRIC_RUNS} active runs" in alarm["AlarmDescription"], alarm["AlarmDescription"]
