@@ -187,7 +187,7 @@ def attach_transcripts(report: dict[str, Any], store: Any) -> None:
             except KeyError:
                 example["transcript_missing"] = "no transcript stored for this rollout"
             except Exception as exc:  # noqa: BLE001 - an unreadable transcript must not sink the report
-                example["transcript_missing"] = f"unreadable: {exc}"
+                example["transcript_missing"] = _cut(f"unreadable: {exc}")
 
 
 def build_report(

@@ -220,3 +220,18 @@ def test_a_grant_that_cannot_be_written_costs_the_check_nothing(capsys):
     assert runs.allows("r1") is False and runs.allows("r1") is False
     said = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(said) == 1 and "could not be written (RuntimeError: SlowDown" in said[0]["message"]
+
+
+def test_an_unreadable_transcripts_error_is_cut_in_the_report():
+    """The store's error for an unreadable transcript went whole into the report (a decoder's message may quote
+    the object it could not read, written by whatever wrote the store)."""
+    from rewardpipe.monitoring.report import MESSAGE_CHARS, attach_transcripts
+
+    class Store:
+        def get_transcript(self, key):
+            raise ValueError("cannot read " + "x" * 1_000_000)
+
+    report = {"alarms": [{"examples": [{"rollout_id": "r", "group_id": "g", "step": 0, "transcript_key": "k"}]}]}
+    attach_transcripts(report, Store())
+    missing = report["alarms"][0]["examples"][0]["transcript_missing"]
+    assert missing.startswith("unreadable: cannot read x") and len(missing) < MESSAGE_CHARS + 100
