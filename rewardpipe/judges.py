@@ -39,7 +39,9 @@ together, :meth:`Reward.score_many`), so it runs on every path a component runs 
   refuses because of the model's text (the request passes with that text withheld): the grade that weighs least;
   nor an answer with no readable verdict, asked for again, when the request with the model's text withheld gets
   one (the response talked the judge out of its format, or kept a reasoning judge from writing any text before
-  ``max_tokens``): the grade that weighs least too.
+  ``max_tokens``): the grade that weighs least too. Those asks are made at temperature 0 (a sampling judge's
+  fumble by chance is not the response's fault); an endpoint that refuses 0 must fumble :data:`SAMPLED_RECHECKS`
+  times in a row at its own.
 * **Bounded concurrency.** At most ``concurrency`` calls are in flight per judge, whatever the number of
   batches, threads or event loops scoring at once (the calls run on a pool of that many threads).
 * **Cache by content.** The same rubric, model, scale, parameters and inputs give one call: answers are kept
@@ -95,6 +97,9 @@ MAX_ANSWER_CHARS = 16_000
 DEFAULT_MAX_INPUT_CHARS = 20_000
 #: The shortest a judge's input is cut to when the prompt overflows the judge's window (then it is unavailable).
 MIN_INPUT_CHARS = 1_000
+#: How many times in a row a judge that refuses temperature 0 must answer the material with the model's text
+#: without a readable verdict before that text is blamed for it (sampling noise fumbles one answer now and then).
+SAMPLED_RECHECKS = 3
 DEFAULT_PARAMS: Mapping[str, Any] = {"temperature": 0.0, "max_tokens": 512}
 #: What the judge is shown in place of the model's text when its provider's content filter refused the material.
 WITHHELD = "[withheld: the grader's provider refused this text]"
@@ -478,31 +483,45 @@ class Judge:
         verdict, that text broke the format and the response gets the grade that weighs least, as a response the
         judge's content filter refuses does. Otherwise (a judge broken for any material) it stays unavailable. A
         reasoning judge that wrote no text before ``max_tokens`` answered without a verdict; a ``parse`` of the
-        user's own that raised is their code's failure, an error record."""
+        user's own that raised is their code's failure, an error record.
+
+        The check's requests are made at temperature 0: at the judge's own sampling temperature, an honest answer
+        whose two answers were fumbled by chance (and the withheld one read fine) got the worst grade (round
+        thirty-four). An endpoint refusing temperature 0 is asked at its own temperature instead, and the answer
+        with the model's text must then be unreadable :data:`SAMPLED_RECHECKS` times in a row."""
         from rewardpipe.openai_client import NoTextBeforeLimit
 
         failure = unreadable  # what is said when no grade comes of it: the first answer's fault, or the endpoint's
-        for withheld in (False, True):
+        params, rechecks = _deterministic(self.params), 1
+        asked_again, withheld = 0, False
+        while True:
             tag = secrets.token_hex(6)
             asked = _withheld(material, TALKED_OUT) if withheld else material
             with self._lock:
                 self.stats["calls"] += 1
             try:
-                number = self.verdict(client.complete(self.messages(asked, tag), **self.params), tag)
+                number = self.verdict(client.complete(self.messages(asked, tag), **params), tag)
             except _ParseRaised:
                 raise
             except (JudgeUnavailable, NoTextBeforeLimit):  # no text before max_tokens: no verdict either
+                if withheld:
+                    raise failure from None
+                asked_again += 1
+                withheld = asked_again >= rechecks
                 continue
             except Exception as exc:  # noqa: BLE001 - any transport's failure: not known to be the model's text
+                if params is not self.params:  # temperature 0 refused: the judge's own, the fumble repeated
+                    params, rechecks = self.params, SAMPLED_RECHECKS
+                    continue
                 failure = JudgeUnavailable(f"judge '{self.name}' endpoint failed: {type(exc).__name__}: {exc}")
-                break
+                raise failure from None
             if not withheld:
                 return self.to_range(number)
-            if self.worst is not None:
-                with self._lock:
-                    self.stats["talked_out"] = self.stats.get("talked_out", 0) + 1
-                return self.worst
-        raise failure
+            if self.worst is None:
+                raise failure
+            with self._lock:
+                self.stats["talked_out"] = self.stats.get("talked_out", 0) + 1
+            return self.worst
 
     def _remember(self, key: str, value: float) -> None:
         """Cache ``value`` under ``key`` (the lock held), the least recently used answers out past ``cache_size``."""
@@ -577,6 +596,14 @@ class JudgeCall:
 
     def __reduce__(self) -> Any:
         return (JudgeCall, (self.judge,))
+
+
+def _deterministic(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``params`` at temperature 0 (the same object when they already are; a request without a temperature samples
+    at the provider's default)."""
+    if params.get("temperature") == 0:
+        return params
+    return {**params, "temperature": 0.0}
 
 
 def _withheld(material: Mapping[str, str], note: str) -> dict[str, str]:
