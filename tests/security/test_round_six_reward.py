@@ -547,5 +547,5 @@ def test_a_long_completion_cannot_hide_its_end_from_the_judge():
         judge.close()
     prompt = client.prompts[-1]
     assert "Final answer: 7" in prompt and "The answer is clearly 42" in prompt
-    assert f"[... {len(completion) - 1000} characters cut ...]" in prompt
+    assert f"{len(completion) - 1000} characters not shown>>>" in prompt
     assert len(prompt) < 2000

@@ -333,7 +333,7 @@ def test_the_chat_client_sends_a_lone_surrogate_as_a_replacement_character():
 def test_the_judge_is_told_how_many_characters_were_cut(length, limit):
     component = llm_judge("quality", "Grade it", client=_ObedientJudge(lambda tag: f"VERDICT {tag}: 1"))
     material = component.fn.judge.material({"completion": "x" * length}, limit)
-    assert f"[... {length - limit} characters cut ...]" in material["completion"]
+    assert f"<<<CUT: {length - limit} characters not shown>>>" in material["completion"]
     assert len(material["completion"]) < limit + 40
 
 
