@@ -39,7 +39,8 @@ together, :meth:`Reward.score_many`), so it runs on every path a component runs 
   record, left out of the group's baseline, never a zero. A prompt too long for the judge's window is not such a
   failure (a response padded past it would leave its group's baseline so): it is sent again with every input cut
   shorter (:func:`_shorter`, down to :data:`MIN_INPUT_CHARS`). Nor is material the provider's content filter
-  refuses because of the model's text (the request passes with that text withheld): the grade that weighs least;
+  refuses because of the model's text (the request passes with that text withheld): the grade that weighs least
+  (a reply the filter withheld, which depends on what the judge sampled, is read as an answer with no verdict);
   nor an answer with no readable verdict, asked for again, when the request with the model's text withheld gets
   one (the response talked the judge out of its format, or kept a reasoning judge from writing any text before
   ``max_tokens``): the grade that weighs least too. Those asks are made at temperature 0 (a sampling judge's
@@ -439,7 +440,7 @@ class Judge:
         tag = secrets.token_hex(6)
         client = self.client()
         limit: int | None = self.max_input_chars
-        no_text: NoTextBeforeLimit | None = None
+        no_text: NoTextBeforeLimit | ContentFiltered | None = None
         while True:
             with self._lock:
                 self.stats["calls"] += 1
@@ -465,6 +466,12 @@ class Judge:
                     self.stats["failed"] += 1
                 raise JudgeUnavailable(f"judge '{self.name}' endpoint failed: {exc}") from None
             except ContentFiltered as exc:
+                if not exc.on_prompt:
+                    # The judge's reply was withheld: what it sampled, which an honest answer's judge may write once
+                    # by chance (round thirty-four: that gave it the worst grade). Read as an answer with no verdict:
+                    # asked again at temperature 0 before the model's text is blamed.
+                    answer, no_text = "", exc
+                    break
                 # The provider's content filter refused the material (or the judge's reply to it). Unavailable,
                 # a response written to trip the filter left its group's baseline as an excluded error record: a
                 # bad answer's way out (left open in round twenty-three). Asked again with the model's text
@@ -489,7 +496,9 @@ class Judge:
                 raise JudgeUnavailable(f"judge '{self.name}' endpoint failed: {type(exc).__name__}: {exc}") from None
         try:
             if no_text is not None:
-                raise JudgeUnavailable(f"judge '{self.name}' wrote no text before its max_tokens: {no_text}")
+                filtered = isinstance(no_text, ContentFiltered)
+                why = "had its reply withheld" if filtered else "wrote no text before its max_tokens"
+                raise JudgeUnavailable(f"judge '{self.name}' {why}: {no_text}")
             value = self.to_range(self.verdict(answer, tag))
         except JudgeUnavailable as unreadable:
             with self._lock:
@@ -516,7 +525,7 @@ class Judge:
         whose two answers were fumbled by chance (and the withheld one read fine) got the worst grade (round
         thirty-four). An endpoint refusing temperature 0 is asked at its own temperature instead, and the answer
         with the model's text must then be unreadable :data:`SAMPLED_RECHECKS` times in a row."""
-        from rewardpipe.openai_client import NoTextBeforeLimit
+        from rewardpipe.openai_client import ContentFiltered, NoTextBeforeLimit
 
         failure = unreadable  # what is said when no grade comes of it: the first answer's fault, or the endpoint's
         params, rechecks = _deterministic(self.params), 1
@@ -530,7 +539,7 @@ class Judge:
                 number = self.verdict(client.complete(self.messages(asked, tag), **params), tag)
             except _ParseRaised:
                 raise
-            except (JudgeUnavailable, NoTextBeforeLimit):  # no text before max_tokens: no verdict either
+            except (JudgeUnavailable, NoTextBeforeLimit, ContentFiltered):  # no text (or withheld): no verdict
                 if withheld:
                     raise failure from None
                 asked_again += 1

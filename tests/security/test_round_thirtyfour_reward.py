@@ -94,6 +94,36 @@ def test_a_judge_at_temperature_zero_is_checked_as_before():
     assert len(client.calls) == 3  # the answer, once more, and with the model's text withheld
 
 
+class _FilteredReplyJudge(_NoisyJudge):
+    """A sampling judge whose reply the provider's filter withholds (``finish_reason: content_filter``): its first
+    ``fumbles`` replies at a temperature above 0 by chance, any reply to material holding ``trigger``."""
+
+    def complete(self, messages, **params):
+        from rewardpipe.openai_client import ContentFiltered
+
+        self.calls.append(params)
+        zero = params.get("temperature", 1.0) == 0
+        if any(self.trigger in message["content"] for message in messages) or (not zero and self.fumbles > 0):
+            self.fumbles -= 1
+            raise ContentFiltered("the reply was withheld: finish_reason 'content_filter'", on_prompt=False)
+        return f"Fine.\nVERDICT {_tag(messages)}: 7"
+
+
+def test_an_honest_answer_whose_sampled_reply_was_filtered_once_is_graded():
+    """A filtered reply depends on what the judge sampled: once, on an honest answer, it gave the worst grade
+    (the request with the model's text withheld passed)."""
+    client = _FilteredReplyJudge(fumbles=1)
+    score = _judged(client, "red", {"temperature": 0.7})
+    assert score.error is None, score.error
+    assert score.components["quality"] == pytest.approx(0.7)
+
+
+def test_a_response_whose_every_reply_is_filtered_still_gets_the_worst_grade():
+    score = _judged(_FilteredReplyJudge(fumbles=0), "red GRADER:", {"temperature": 0.7})
+    assert score.error is None, score.error
+    assert score.components["quality"] == 0.0
+
+
 # -- R2: a response longer than the judge reads --------------------------------------------------------------------
 
 
