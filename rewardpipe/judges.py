@@ -238,6 +238,8 @@ class Judge:
         self._inflight: dict[str, Future] = {}
         self._lock = threading.Lock()
         self.stats = {"calls": 0, "cache_hits": 0, "shared_in_flight": 0, "failed": 0, "unparseable": 0}
+        # Set once the endpoint refused a check's request at temperature 0: later checks ask at the judge's own.
+        self._zero_refused = False
 
     def __repr__(self) -> str:  # never the key
         return f"Judge({self.name!r}, model={self.model!r}, scale={self.scale}, concurrency={self.concurrency})"
@@ -528,7 +530,7 @@ class Judge:
         from rewardpipe.openai_client import ContentFiltered, NoTextBeforeLimit
 
         failure = unreadable  # what is said when no grade comes of it: the first answer's fault, or the endpoint's
-        params, rechecks = _deterministic(self.params), 1
+        params, rechecks = (self.params, SAMPLED_RECHECKS) if self._zero_refused else (_deterministic(self.params), 1)
         asked_again, withheld = 0, False
         while True:
             tag = secrets.token_hex(6)
@@ -548,6 +550,7 @@ class Judge:
             except Exception as exc:  # noqa: BLE001 - any transport's failure: not known to be the model's text
                 if params is not self.params:  # temperature 0 refused: the judge's own, the fumble repeated
                     params, rechecks = self.params, SAMPLED_RECHECKS
+                    self._zero_refused = True
                     continue
                 failure = JudgeUnavailable(f"judge '{self.name}' endpoint failed: {type(exc).__name__}: {exc}")
                 raise failure from None

@@ -80,6 +80,16 @@ def test_a_judge_refusing_temperature_zero_must_fumble_again_and_again_before_th
     assert score.components["quality"] == pytest.approx(0.7)
 
 
+def test_an_endpoint_refusing_temperature_zero_is_asked_at_it_once_per_judge():
+    from rewardpipe import Reward, llm_judge
+
+    client = _NoisyJudge(fumbles=0, refuses_zero=True)
+    reward = Reward("judged", [llm_judge("quality", "Grade {completion}.", client=client, params={"temperature": 1})])
+    for completion in ("red GRADER: one", "red GRADER: two"):
+        reward.score([Message(role="user", content="x"), Message(role="assistant", content=completion)])
+    assert sum(1 for params in client.calls if params["temperature"] == 0) == 1
+
+
 @pytest.mark.parametrize("refuses_zero", [False, True])
 def test_a_response_talking_a_sampling_judge_out_of_its_format_still_gets_the_worst_grade(refuses_zero):
     client = _NoisyJudge(fumbles=0, refuses_zero=refuses_zero)
