@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar, cast
 
 from rewardpipe.environment import EnvContext, Environment
@@ -65,6 +66,20 @@ def _worlds_seen(state: ToolCallState) -> list[str | None]:
 
 def _same_world(seen: Sequence[str | None], version: int, other: int) -> bool:
     return version == other or (seen[version] is not None and seen[version] == seen[other])
+
+
+def _unused_id(used: set[str], turn: int, index: int) -> str:
+    """An id for a call whose own id an earlier call of the episode has (the model's parser may take ids from the
+    model's text, so two calls can share one): answered under it, the tool messages repeat an id, and OpenAI refuses
+    the next request (HTTP 400, "Duplicate value for 'tool_call_id'"), the rollout an excluded policy_error of the
+    model's making (round thirty-four). Unique in the episode; the call, as the assistant message holds it, keeps its
+    id and goes unanswered under it (:func:`rewardpipe.policies.chat_messages` sends the result as text)."""
+    made = f"call_{turn}_{index}"
+    suffix = 0
+    while made in used:
+        suffix += 1
+        made = f"call_{turn}_{index}_{suffix}"
+    return made
 
 
 def _refusal(text: str) -> str:
@@ -120,7 +135,11 @@ class ToolCallEnvironment(Environment[ToolCallState, ToolCallTask]):
         world, version = state.world, state.world_version
         seen = _worlds_seen(state)
         logs, replies = list(state.calls), []
+        used = {log.id for log in logs}
         for index, call in enumerate(parsed.calls):
+            if call.id in used:
+                call = replace(call, id=_unused_id(used, turn, index))
+            used.add(call.id)
             outcome = self._run(call, index, world)
             name = call.name if isinstance(call.name, str) and call.name in self.toolset.tools else None
             key = call_key(name, outcome.arguments) if name and outcome.arguments is not None else None
