@@ -586,6 +586,8 @@ class Judge:
         material = self.material(inputs)
         key = self.cache_key(material)
         with self._lock:
+            if any(_CUT in text for text in material.values()):  # (only a cut made here has the line: _unmarked)
+                self.stats["cut"] = self.stats.get("cut", 0) + 1
             if key in self._cache:
                 self.stats["cache_hits"] += 1
                 self._cache.move_to_end(key)
