@@ -13,7 +13,8 @@ together, :meth:`Reward.score_many`), so it runs on every path a component runs 
 
 * **Prompt.** The rubric is a template: ``{completion}`` (the response; appended when the rubric does not place
   it), ``{prompt}`` (the first user message), ``{conversation}`` (every message, ``[role] text``, a message's
-  later lines indented so none of them passes for a turn),
+  later lines indented so none of them passes for a turn; an assistant's tool calls as ``[tool call] NAME ARGUMENTS``
+  lines of its message),
   ``{reference}``, ``{task}`` / ``{task.FIELD}``, ``{state}`` / ``{state.FIELD}``. The component reads only the
   inputs its placeholders name (a judge without ``{reference}`` scores multi-turn episodes too). Every value is
   put between delimiter lines carrying a random tag (``<<<COMPLETION 3f9a…>>>`` … ``<<<END COMPLETION
@@ -182,10 +183,18 @@ def _first_user(messages: Any) -> str:
 def _conversation(messages: Any) -> str:
     """``[role] text``, one message after another. Only a message's first line starts at the margin: its other
     lines (at any line break a reader sees: ``\r``, U+2028...) are indented, so a turn holding "\n[user] ..."
-    cannot pass for a turn of another role."""
+    cannot pass for a turn of another role. An assistant message's structured tool calls follow its text, a line
+    ``[tool call] NAME ARGUMENTS`` each (indented too): shown the text alone, a judge graded what the model said it
+    did ("I only looked at the balance"), not the calls it made (round thirty-four)."""
 
     def text(message: Any) -> str:
-        return "\n    ".join(str(_part(message, "content") or "").splitlines() or [""])
+        lines = str(_part(message, "content") or "").splitlines() or [""]
+        calls = _part(message, "tool_calls")
+        for call in calls if isinstance(calls, list) else ():
+            function = _part(call, "function")
+            name, arguments = (_part(function, "name"), _part(function, "arguments")) if function else (None, None)
+            lines.extend(f"[tool call] {_text_of(name) or '?'} {_text_of(arguments)}".splitlines())
+        return "\n    ".join(lines)
 
     return "\n".join(f"[{_part(m, 'role') or '?'}] {text(m)}" for m in messages or ())
 
