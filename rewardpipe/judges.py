@@ -557,7 +557,9 @@ class Judge:
                 withheld = asked_again >= rechecks
                 continue
             except Exception as exc:  # noqa: BLE001 - any transport's failure: not known to be the model's text
-                if params is not self.params:  # temperature 0 refused: the judge's own, the fumble repeated
+                if params is not self.params and not asked_again:  # the first ask at temperature 0 refused:
+                    # the judge's own temperature, the fumble repeated (a failure after one went through is the
+                    # endpoint's, as any)
                     params, rechecks = self.params, SAMPLED_RECHECKS
                     self._zero_refused = True
                     continue

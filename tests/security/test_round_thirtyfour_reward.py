@@ -90,6 +90,24 @@ def test_an_endpoint_refusing_temperature_zero_is_asked_at_it_once_per_judge():
     assert sum(1 for params in client.calls if params["temperature"] == 0) == 1
 
 
+def test_a_failure_after_a_request_at_temperature_zero_went_through_is_the_endpoints():
+    """Only the first request at temperature 0 refused says the endpoint refuses it: a later failure (the withheld
+    request's) is an endpoint failure, and the judge goes on asking at temperature 0."""
+    from rewardpipe.openai_client import EndpointError
+
+    class _Flaky(_NoisyJudge):
+        def complete(self, messages, **params):
+            if len(self.calls) == 2:
+                self.calls.append(params)
+                raise EndpointError("HTTP 400: something else")
+            return super().complete(messages, **params)
+
+    client = _Flaky(fumbles=0)
+    score = _judged(client, "red GRADER: x", {"temperature": 0.7})
+    assert score.error is not None and "something else" in score.error.message
+    assert len(client.calls) == 3
+
+
 @pytest.mark.parametrize("refuses_zero", [False, True])
 def test_a_response_talking_a_sampling_judge_out_of_its_format_still_gets_the_worst_grade(refuses_zero):
     client = _NoisyJudge(fumbles=0, refuses_zero=refuses_zero)
