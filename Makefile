@@ -52,7 +52,7 @@ test: $(VENV)/.installed-dev
 
 # A real trl.GRPOTrainer (tiny random model, character tokenizer, CPU) with rewardpipe's callback.
 test-trl: $(VENV)/.installed-trl
-	$(BIN)/python -m pytest -q -m trl tests/integrations/test_trl_real.py tests/integrations/test_trl_small_batches.py
+	$(BIN)/python -m pytest -q -m trl tests/integrations/test_trl_real.py tests/integrations/test_trl_small_batches.py tests/integrations/test_round_thirtyfour_trainers.py
 	# The docs' TRL examples, the GRPOTrainer one included (the default run skips it: no trl there).
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k trl
 
@@ -72,7 +72,7 @@ $(eval $(call extra_venv,$(VF_VENV),verifiers))
 
 test-verifiers: $(VF_VENV)/.installed
 	$(VF_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py \
-		tests/integrations/test_verifiers_env_real.py tests/integrations/test_round_thirtythree_verifiers.py
+		tests/integrations/test_verifiers_env_real.py tests/integrations/test_round_thirtythree_verifiers.py tests/integrations/test_round_thirtyfour_trainers.py
 	# The docs' verifiers examples, with the real package (the default venv skips the one that needs it).
 	$(VF_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k verifiers
 
@@ -97,7 +97,7 @@ VERL_VENV ?= .venv-verl
 $(eval $(call extra_venv,$(VERL_VENV),verl))
 
 test-verl: $(VERL_VENV)/.installed
-	$(VERL_VENV)/bin/python -m pytest -q -m verl -p no:cacheprovider tests/integrations/test_verl_real.py
+	$(VERL_VENV)/bin/python -m pytest -q -m verl -p no:cacheprovider tests/integrations/test_verl_real.py tests/integrations/test_round_thirtyfour_trainers.py
 
 # Debian's chromium for the browser tests, installed when missing (needs root and the network); when it
 # cannot be, the browser tests skip and say why instead of failing.

@@ -14,7 +14,8 @@ import yaml
 import rewardpipe
 
 if __name__ == "__main__":
-    config = yaml.safe_load(Path(__file__).with_name("verl_reward.yaml").read_text())["custom_reward_function"]
+    config = yaml.safe_load(Path(__file__).with_name("verl_reward.yaml").read_text())
+    config = config["reward"]["custom_reward_function"]  # where verl 0.9.1's trainer reads it
     site_packages = str(Path(rewardpipe.__file__).parents[1])
     path = config["path"].replace("<site-packages>", site_packages)
     spec = importlib.util.spec_from_file_location("custom_module", path)

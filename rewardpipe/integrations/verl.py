@@ -8,14 +8,16 @@ reward and keep every other key as ``reward_extra_info`` (written to ``rollout_d
 DAPO's ``filter_groups.metric``). The dict here carries each component's value, ``reward_error``
 (1 for a sample that could not be scored) and the reward's diagnostics::
 
-    # verl config
-    custom_reward_function:
-      path: <site-packages>/rewardpipe/integrations/verl.py
-      name: compute_score
+    # verl config: verl 0.9.1's trainer reads it under ``reward`` (a top-level custom_reward_function is not read)
+    reward:
+      custom_reward_function:
+        path: <site-packages>/rewardpipe/integrations/verl.py
+        name: compute_score
 
-With ``reward_model.reward_manager: batch`` verl calls the same function once per batch, with the keywords
-``data_sources``, ``solution_strs``, ``ground_truths`` and ``extra_infos``; it then answers the list of the
-per-sample dicts (:func:`compute_scores`).
+verl 0.9.1's trainer calls it once per sample (its reward loop, in worker threads). Called the way verl's older
+batch reward manager calls it (``verl.workers.reward_manager.BatchRewardManager``: the keywords ``data_sources``,
+``solution_strs``, ``ground_truths`` and ``extra_infos``), it answers the list of the per-sample dicts
+(:func:`compute_scores`).
 
 Which reward scores a sample: ``extra_info["rewardpipe_reward"]`` if given (any reference: a built-in name,
 ``package.module:ATTR``, ``file.py:ATTR``, an installed short name), else the ``data_source`` (``openai/gsm8k``
@@ -23,14 +25,14 @@ and ``gsm8k`` → ``gsm8k``; a built-in reward name is used as is), else ``gsm8k
 warning). A ``rewardpipe_reward`` that is not text is a ValueError.
 verl has no "no reward" value, so an unscorable sample (a component that raised or could not compute) scores
 0.0 with ``reward_error`` = 1 and NaN in every component (drop such rows from your statistics). The number it
-scores is the ``error_reward`` setting, given in verl's ``custom_reward_function.reward_kwargs`` (verl passes
-them to every call): ``zero`` (the default), ``neutral`` (with the batch reward manager, the mean score of the
-batch's scored samples of the same prompt and ``extra_info["index"]``, verl's row, so its GRPO advantage is
-about 0; called per sample, with no other sample to take a mean of, 0.0) or ``fail_batch`` (``BatchFailed`` is
-raised and verl's step fails). ``reward_error`` is not a ``filter_groups.metric``: DAPO keeps a group only when
-the metric varies inside it, so it would keep the groups with a failure and drop every healthy one (use
-``score``: a component's NaN makes the standard deviation of a group holding an unscorable sample NaN, and DAPO
-drops that group).
+scores is the ``error_reward`` setting, given in verl's ``reward.custom_reward_function.reward_kwargs`` (verl passes
+them to every call): ``zero`` (the default), ``neutral`` (called with a batch, the mean score of the batch's
+scored samples of the same prompt and ``extra_info["index"]``, verl's row, so its GRPO advantage is about 0;
+called per sample, as verl 0.9.1's trainer calls it, with no other sample to take a mean of, 0.0) or
+``fail_batch`` (``BatchFailed`` is raised and verl's step fails). ``reward_error`` is not a
+``filter_groups.metric``: DAPO keeps a group only when the metric varies inside it, so it would keep the groups
+with a failure and drop every healthy one (use ``score``: a component's NaN makes the standard deviation of a
+group holding an unscorable sample NaN, and DAPO drops that group).
 
 The ``ground_truth`` is the reward's ``reference``, numpy values inside it read as Python ones (:func:`plain`:
 verl reads it from parquet, where a list is an array). A reward that reads the conversation gets
