@@ -532,6 +532,21 @@ def gather_across_processes(rows: list[Any]) -> list[Any]:
     return list(gather_object(rows))
 
 
+def broadcast_from_main(value: Any) -> Any:
+    """The main process's ``value`` on every process (``accelerate.utils.broadcast_object_list`` from process 0, a
+    collective every process takes part in); a single process's own value."""
+    try:
+        from accelerate import PartialState
+        from accelerate.utils import broadcast_object_list
+    except ImportError:
+        return value
+    if PartialState().num_processes <= 1:
+        return value
+    box = [value]
+    broadcast_object_list(box, from_process=0)
+    return box[0]
+
+
 def _row_kind(error: ErrorInfo) -> str:
     """The error kind a row gives for a sample the reward could not score: its own, except for a value that is no
     score, which the rows have always called ``non_finite_score`` (NaN, an infinity, an aggregate beyond the bound)
@@ -582,9 +597,10 @@ class RewardPipeMonitor:
     every training batch (reward functions are not monitored during evaluation), once every component has been computed:
 
     * the batch of every process is gathered (``accelerate.utils.gather_object``, in process order, the
-      order TRL gathers rewards in), so a group split across processes is judged whole; every process runs
-      the same monitor on the same rows, so every process logs the same metric names, which TRL's metric
-      averaging requires;
+      order TRL gathers rewards in), so a group split across processes is judged whole; every process logs
+      the main process's figures (``accelerate.utils.broadcast_object_list``; only the main process reads a
+      resumed run's store back), so every process logs the same metric names, which TRL's metric averaging
+      requires (one collective per name);
     * the monitor runs with the weights the trainer really uses (``trainer.reward_weights``, read from the
       trainer the ``log_metric`` hook belongs to; the callback's own weights only if that is unavailable);
     * ``rewardpipe/<component>/zero_variance_group_fraction``, ``.../within_group_std`` and ``.../dead``
@@ -616,6 +632,7 @@ class RewardPipeMonitor:
         run_id: str | None = None,
         executor: Any = None,
         gather: Callable[[list[Any]], list[Any]] | None = None,
+        broadcast: Callable[[Any], Any] | None = None,
     ) -> None:
         from rewardpipe.monitoring import Thresholds
         from rewardpipe.monitoring.pooling import StepHistory
@@ -641,6 +658,7 @@ class RewardPipeMonitor:
         self.run_id = run_id or "trl-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         self.store = self._open_store(store)
         self.gather = gather or gather_across_processes
+        self.broadcast = broadcast or broadcast_from_main
         if episodes is not None:  # multi-turn: the components come scored from the EpisodeRollout
             from rewardpipe.integrations.trl_episodes import EpisodeScorer
 
@@ -724,6 +742,7 @@ class RewardPipeMonitor:
             local: list[Any] = list(zip(values, batch.errors, details, strict=False))
         except Exception as exc:  # noqa: BLE001 - reported after the gather
             problem, local = problem or exc, [None] * len(batch.errors)
+        figures: dict[str, float] | None = None
         try:
             gathered = self.gather(local)
             if problem is not None:
@@ -733,18 +752,35 @@ class RewardPipeMonitor:
                     "RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])"
                 )
             rows = [_clean_row(row, self.reward.component_names) for row in gathered]
-            self._monitor(rows, weights, group_size, main, kwargs)
+            figures = self._monitor(rows, weights, group_size, main, kwargs)
         except Exception as exc:  # monitoring must never stop a training run; it says so loudly
             self.failures.append(f"{type(exc).__name__}: {exc}")
             logger.exception("rewardpipe: the within-group monitor failed on batch %s", self.batches)
+        self._log_figures(figures, kwargs.get("log_metric"))
         self.batches += 1
+
+    def _log_figures(self, figures: dict[str, float] | None, log_metric: Any) -> None:
+        """The main process's figures, logged on every process. TRL averages each logged metric over the processes
+        with one collective per name, in name order: a process logging other names than another (its own monitor
+        failed, or judged from another state: only the main process reads a resumed run's store back) mismatches
+        those collectives (values under the wrong name, or a wait for ever). So every process logs what the main
+        one judged (a collective each takes part in, whatever its own monitor did), or nothing when it has none."""
+        try:
+            shared = self.broadcast(figures)
+        except Exception as exc:  # monitoring never stops a run
+            self.failures.append(f"figures: {type(exc).__name__}: {exc}")
+            logger.exception("rewardpipe: the main process's figures of batch %s did not arrive", self.batches)
+            return
+        if callable(log_metric) and isinstance(shared, Mapping):
+            for name, value in shared.items():
+                log_metric(name, value)
 
     def _monitor(
         self, rows: list, weights: dict[str, float], group_size: int, main: bool, kwargs: Mapping[str, Any]
-    ) -> None:
+    ) -> dict[str, float]:
+        """Judge the gathered batch, store it (the main process) and answer the figures to log."""
         from rewardpipe.monitoring import monitor_records
 
-        log_metric = kwargs.get("log_metric")
         trainer_state = kwargs.get("trainer_state")
         names = self.reward.component_names
         if main and not self._resumed:
@@ -766,14 +802,12 @@ class RewardPipeMonitor:
         self.alarms.extend(result.alarms)
         for alarm in result.alarms:
             logger.warning("rewardpipe alarm at batch %s: %s", alarm.step, alarm.message)
-        if callable(log_metric):
-            for name, value in self.metrics(report).items():
-                log_metric(name, value)
         if main and self.store is not None:
             if self._resumed:
                 self._persist(records, result)
             else:  # the stored run could not be read: writing would replace its steps and state
                 self._not_stored(f"{len(records)} record(s): the run's stored steps could not be read")
+        return self.metrics(report)
 
     def _resume(self) -> None:
         """Go on after the steps this run already has in the store (a run resumed from a checkpoint under its

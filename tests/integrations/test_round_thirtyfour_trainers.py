@@ -92,3 +92,95 @@ class TestVerlLoadsTheGuidesConfig:
         assert out["reward_score"] == pytest.approx(1.5)
         assert out["reward_extra_info"]["reward_error"] == 0.0 and out["reward_extra_info"]["format"] == 1.0
         assert not math.isnan(out["reward_extra_info"]["answer_correct"])
+
+
+# --------------------------------------------------------------------------------------------------
+# TRL: the callback on several processes (the trainer faked: the callback reads it through log_metric's owner)
+
+
+class _Trainer:
+    """What RewardPipeCallback reads of a GRPOTrainer (through ``log_metric.__self__``): its reward functions and
+    weights, the group size, the model's mode and whether this is the main process; ``_log_metric`` keeps what
+    the callback logged, as TRL's ``_pending_metrics`` does."""
+
+    def __init__(self, callback, main: bool) -> None:  # type: ignore[no-untyped-def]
+        from types import SimpleNamespace
+
+        self.reward_funcs, self.reward_weights = callback.reward_funcs, callback.reward_weights
+        self.num_generations = 2
+        self.model = SimpleNamespace(training=True)
+        self.accelerator = SimpleNamespace(is_main_process=main)
+        self.logged: dict[str, list[float]] = {}
+
+    def _log_metric(self, name: str, value: float) -> None:
+        self.logged.setdefault(name, []).append(value)
+
+
+def _two_ranks(callbacks, batches):  # type: ignore[no-untyped-def]
+    """Each batch (one ``(prompts, completions, answers)`` a process) through the callbacks as that many processes
+    run it (threads here): every reward function called on each, the gather and the main process's broadcast as
+    accelerate's collectives (rank 0 is the main one)."""
+    import threading
+
+    barrier = threading.Barrier(len(callbacks))
+    slots: list = [None] * len(callbacks)
+
+    def collective(rank: int, value, combine):  # type: ignore[no-untyped-def]
+        slots[rank] = value
+        barrier.wait()
+        out = combine(list(slots))
+        barrier.wait()
+        return out
+
+    for rank, callback in enumerate(callbacks):
+        callback.gather = lambda rows, rank=rank: collective(rank, rows, lambda all_: [r for rs in all_ for r in rs])
+        callback.broadcast = lambda value, rank=rank: collective(rank, value, lambda all_: all_[0])
+    trainers = [_Trainer(callback, main=rank == 0) for rank, callback in enumerate(callbacks)]
+    failures: list[BaseException] = []
+
+    def run(rank: int) -> None:
+        try:
+            for batch in batches:
+                prompts, completions, answers = batch[rank]
+                for fn in callbacks[rank].reward_funcs:
+                    fn(prompts=prompts, completions=completions, answer=answers, log_metric=trainers[rank]._log_metric)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            failures.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in range(len(callbacks))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    if failures:
+        raise failures[0]
+    return trainers
+
+
+class TestEveryProcessLogsTheSameFiguresAfterAResume:
+    """A run resumed from a checkpoint under its run_id: only the main process read the store back (its steps and
+    its monitor state, with a pool of small batches still open), so the other processes judged the next batch from
+    nothing. They logged other metrics than the main process (the main one a pooled ``.../dead`` the others did not):
+    TRL averages each logged metric over the processes with one collective per name, in name order, so processes
+    holding different names mismatch their collectives (values filed under the wrong name, or a wait for ever). The
+    main process's figures are every process's now."""
+
+    def test_the_main_and_the_other_process_log_the_same_names_and_values(self, tmp_path):
+        from rewardpipe.integrations.trl import RewardPipeMonitor
+
+        # 2 groups of 2 a batch, one on each process: short of min_groups (4), a pool opens
+        halves = [
+            (["1+1?", "1+1?"], ["#### 2", "#### 3"], ["2", "2"]),
+            (["2+2?", "2+2?"], ["#### 4", "#### 4"], ["4", "4"]),
+        ]
+        whole = tuple(a + b for a, b in zip(*halves, strict=True))
+        first = RewardPipeMonitor("gsm8k", store=str(tmp_path), run_id="resumed")
+        before = _two_ranks([first], [[whole]])  # the run before its checkpoint: one batch stored, its pool open
+        assert not any(name.endswith("/dead") for name in before[0].logged)
+
+        ranks = [RewardPipeMonitor("gsm8k", store=str(tmp_path), run_id="resumed") for _ in range(2)]
+        trainers = _two_ranks(ranks, [halves])  # resumed on two processes
+        assert trainers[0].logged == trainers[1].logged
+        assert "rewardpipe/answer_correct/dead" in trainers[0].logged  # the pool closed with the stored batch
+        assert ranks[0].failures == ranks[1].failures == []
