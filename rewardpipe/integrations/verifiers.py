@@ -26,8 +26,9 @@ make the whole group's advantages NaN (verifiers 0.2.1's ``Rubric.score_group`` 
 and GRPO trainers take a plain mean and standard deviation per group), so :func:`rubric`, which sees the group,
 settles such a sample (:func:`settle_group`): its reward becomes the mean of its group's scored samples (its
 advantage 0, the others' as if it were absent), its component metrics the scored samples' means, and its
-``reward_error`` metric 1 (0 for every scored sample). A group with no scored sample gets each component's
-mid-range for all (advantages 0). A rollout scored alone (``Rubric.score_rollout``, verifiers' independent scoring)
+``reward_error`` metric 1 (0 for every scored sample), and it is marked failed the way verifiers marks a rollout
+(``state["error"]``, a ``vf.Error``). A group with no scored sample gets each component's mid-range for all
+(advantages 0). A rollout scored alone (``Rubric.score_rollout``, verifiers' independent scoring)
 has no group to take a value from and stays NaN, flagged ``reward_error`` 1 and marked failed the way verifiers marks
 a rollout (``state["error"]``, a ``vf.Error``); the functions of :func:`rubric_functions` in a rubric of your own
 stay NaN too (with no mark: they see no state).
@@ -246,13 +247,18 @@ def _rubric_class() -> Any:
                 metrics = state.get("metrics") or {}
                 failed = any(_nan(metrics.get(name)) for name in self.rewardpipe_middles)
                 state["metrics"] = {**metrics, REWARD_ERROR: 1.0 if failed else 0.0}
-                if failed and state.get("error") is None:
-                    # No group to settle it from: verifiers' own mark of a failed rollout (vf-eval counts and
-                    # prints it, a trainer dropping errored rollouts drops it). The NaN alone passed for a score.
+                if failed:  # no group to settle it from: its reward stays NaN
+                    self._mark_failed(state, "NaN")
+
+            def _mark_failed(self, state: Any, reward: str) -> None:
+                """verifiers' own mark of a failed rollout, ``state["error"]`` (unless it has one): vf-eval counts and
+                prints it, a trainer dropping errored rollouts drops it. The reward alone (NaN, or a group's settled
+                mean) passed for a score."""
+                if state.get("error") is None:
                     state["error"] = _scoring_error(vf)(
                         f"rewardpipe could not score this rollout with reward '{self.rewardpipe_reward}' "
                         f"(a component raised or could not compute; see the rewardpipe.verifiers log): its reward is "
-                        f"NaN, never a 0"
+                        f"{reward}, never a 0"
                     )
 
             async def score_group(self, states: list[Any]) -> None:
@@ -266,6 +272,9 @@ def _rubric_class() -> Any:
                 await super().score_group(states)
                 weights = dict(zip((getattr(f, "__name__", "") for f in self.funcs), self.weights, strict=False))
                 if settle_group(states, self.rewardpipe_middles, weights):
+                    for state in states:
+                        if state["metrics"][REWARD_ERROR]:
+                            self._mark_failed(state, "its group's settled mean (advantage 0)")
                     for state, steps in zip(states, unset, strict=True):
                         for step, (advantage, step_reward) in zip(state.get("trajectory") or [], steps, strict=False):
                             if advantage:

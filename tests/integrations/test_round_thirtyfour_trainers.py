@@ -184,3 +184,31 @@ class TestEveryProcessLogsTheSameFiguresAfterAResume:
         assert trainers[0].logged == trainers[1].logged
         assert "rewardpipe/answer_correct/dead" in trainers[0].logged  # the pool closed with the stored batch
         assert ranks[0].failures == ranks[1].failures == []
+
+
+# --------------------------------------------------------------------------------------------------
+# verifiers
+
+
+@pytest.mark.verifiers
+class TestAnUnscorableRolloutOfAGroupIsAnErroredRollout:
+    """``rubric(reward).score_group`` (verifiers' group scoring, what ``vf-eval -r K`` and the trainers use) settled an
+    unscorable rollout at its group's mean with nothing but a ``reward_error`` metric: verifiers took it for a scored
+    rollout (vf-eval counted no error, and its average reward held the made-up value as a score), where the same
+    rollout scored alone carried verifiers' failure mark. It carries ``state["error"]`` (a ``vf.Error``) in a group
+    too; its reward stays the settled mean (advantage 0) and the scored rollouts are not marked."""
+
+    def test_the_settled_rollout_carries_verifiers_failure_mark(self):
+        vf = pytest.importorskip("verifiers")
+        import asyncio
+
+        from rewardpipe.integrations.verifiers import REWARD_ERROR, rubric
+        from tests.integrations.test_round_thirtythree_verifiers import _state as state  # a vf.State for "5 + 7?"
+
+        states = [state("#### 12", "12"), state("#### 11", "12"), state("#### 12", "twelve")]  # the last: unreadable
+        asyncio.run(rubric("gsm8k").score_group(states))
+        assert [s["metrics"][REWARD_ERROR] for s in states] == [1.0 * (i == 2) for i in range(3)]
+        assert states[0].get("error") is None and states[1].get("error") is None
+        assert isinstance(states[2].get("error"), vf.Error) and "gsm8k" in str(states[2]["error"])
+        assert states[2]["reward"] == pytest.approx((states[0]["reward"] + states[1]["reward"]) / 2)
+        assert states[2]["advantage"] == pytest.approx(0.0)
