@@ -45,11 +45,20 @@ class TestVerlLoadsTheGuidesConfig:
     def _needs_verl(self):  # type: ignore[no-untyped-def]
         pytest.importorskip("verl")
 
-    def _config(self):  # type: ignore[no-untyped-def]
+    def _config(self, *more: str):  # type: ignore[no-untyped-def]
         from hydra import compose, initialize_config_module
 
         with initialize_config_module("verl.trainer.config", version_base=None):
-            return compose("ppo_trainer", overrides=_verl_overrides())
+            return compose("ppo_trainer", overrides=[*_verl_overrides(), *more])
+
+    def test_the_guides_command_line_setting_reaches_every_call(self):
+        from verl.trainer.ppo.reward import get_custom_reward_fn
+
+        from rewardpipe.single_turn import BatchFailed
+
+        config = self._config("+reward.custom_reward_function.reward_kwargs.error_reward=fail_batch")
+        with pytest.raises(BatchFailed):  # an unreadable reference, with the guide's error_reward setting
+            get_custom_reward_fn(config)(data_source="gsm8k", solution_str="#### 7", ground_truth="seven")
 
     def test_verls_trainer_loads_rewardpipes_compute_score_from_it(self):
         from verl.trainer.ppo.reward import get_custom_reward_fn
