@@ -31,8 +31,9 @@ scored samples of the same prompt and ``extra_info["index"]``, verl's row, so it
 called per sample, as verl 0.9.1's trainer calls it, with no other sample to take a mean of, 0.0) or
 ``fail_batch`` (``BatchFailed`` is raised and verl's step fails). ``reward_error`` is not a
 ``filter_groups.metric``: DAPO keeps a group only when the metric varies inside it, so it would keep the groups
-with a failure and drop every healthy one (use ``score``: a component's NaN makes the standard deviation of a
-group holding an unscorable sample NaN, and DAPO drops that group).
+with a failure and drop every healthy one (use ``score``; not a component either: its NaN makes the standard
+deviation of a group holding an unscorable sample NaN, and verl 0.9.1 drops a group only when that deviation is
+exactly 0, so it keeps that group, its unscorable sample scored 0.0).
 
 The ``ground_truth`` is the reward's ``reference``, numpy values inside it read as Python ones (:func:`plain`:
 verl reads it from parquet, where a list is an array). A reward that reads the conversation gets
