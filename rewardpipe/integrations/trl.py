@@ -676,6 +676,7 @@ class RewardPipeMonitor:
         self.batches = 0
         self.failures: list[str] = []  # monitor failures (logged; training goes on)
         self.group_size: int | None = None
+        self._warned_others = False  # said once: the trainer has reward functions besides ours
         self._resumed = self.store is None  # the store's own steps and state of this run not read yet
 
     @staticmethod
@@ -726,9 +727,12 @@ class RewardPipeMonitor:
         # The gather is a collective: a process that failed before it still takes part (one malformed row per
         # completion: its error records), or every other process would wait in it for ever.
         problem: Exception | None = None
+        others: list[str] = []
         try:
             log_metric = kwargs.get("log_metric")
-            weights, group_size, training, main = self._trainer_view(getattr(log_metric, "__self__", None))
+            trainer = getattr(log_metric, "__self__", None)
+            weights, group_size, training, main = self._trainer_view(trainer)
+            others = self._other_functions(trainer)
         except Exception as exc:  # noqa: BLE001 - reported after the gather
             problem, (weights, group_size, training, main) = (
                 exc,
@@ -752,7 +756,7 @@ class RewardPipeMonitor:
                     "RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])"
                 )
             rows = [_clean_row(row, self.reward.component_names) for row in gathered]
-            figures = self._monitor(rows, weights, group_size, main, kwargs)
+            figures = self._monitor(rows, weights, group_size, main, kwargs, others)
         except Exception as exc:  # monitoring must never stop a training run; it says so loudly
             self.failures.append(f"{type(exc).__name__}: {exc}")
             logger.exception("rewardpipe: the within-group monitor failed on batch %s", self.batches)
@@ -775,11 +779,40 @@ class RewardPipeMonitor:
             for name, value in shared.items():
                 log_metric(name, value)
 
+    def _other_functions(self, trainer: Any) -> list[str]:
+        """The names of the trainer's reward functions that are not this callback's (functions of your own beside
+        rewardpipe's): TRL trains on their sum with ours, which the monitor's aggregate cannot see. Said once."""
+        mine = {id(fn) for fn in self.reward_funcs}
+        others = [
+            str(getattr(fn, "__name__", type(fn).__name__))
+            for fn in list(getattr(trainer, "reward_funcs", None) or [])
+            if id(fn) not in mine
+        ]
+        if others and not self._warned_others:
+            self._warned_others = True
+            logger.warning(
+                "rewardpipe: the trainer also trains on reward functions that are not rewardpipe's (%s); the "
+                "monitor's aggregate is the sum of rewardpipe's components only, so it raises no alarm",
+                ", ".join(others[:10]),
+            )
+        return others
+
     def _monitor(
-        self, rows: list, weights: dict[str, float], group_size: int, main: bool, kwargs: Mapping[str, Any]
+        self,
+        rows: list,
+        weights: dict[str, float],
+        group_size: int,
+        main: bool,
+        kwargs: Mapping[str, Any],
+        others: Sequence[str] = (),
     ) -> dict[str, float]:
-        """Judge the gathered batch, store it (the main process) and answer the figures to log."""
+        """Judge the gathered batch, store it (the main process) and answer the figures to log. With ``others`` (the
+        trainer's reward functions that are not ours) the aggregate is not the reward trained on: no alarm on it."""
         from rewardpipe.monitoring import monitor_records
+
+        thresholds = self.thresholds
+        if others and "aggregate" not in thresholds.ignore:
+            thresholds = thresholds.model_copy(update={"ignore": (*thresholds.ignore, "aggregate")})
 
         trainer_state = kwargs.get("trainer_state")
         names = self.reward.component_names
@@ -795,7 +828,7 @@ class RewardPipeMonitor:
             metrics={"global_step": int(getattr(trainer_state, "global_step", 0) or 0)},
             details=[row[2] for row in rows],
         )
-        result = monitor_records(records, self.thresholds, self.state, self.history)
+        result = monitor_records(records, thresholds, self.state, self.history)
         self.state = result.state
         report = result.step(self.batches)
         self.reports.append(report)

@@ -221,3 +221,30 @@ class TestAnUnscorableRolloutOfAGroupIsAnErroredRollout:
         assert isinstance(states[2].get("error"), vf.Error) and "gsm8k" in str(states[2]["error"])
         assert states[2]["reward"] == pytest.approx((states[0]["reward"] + states[1]["reward"]) / 2)
         assert states[2]["advantage"] == pytest.approx(0.0)
+
+
+class TestAnotherRewardFunctionBesideRewardpipesSilencesTheAggregatesAlarm:
+    """A trainer given rewardpipe's functions and one of the user's own (a length penalty) trains on their sum, which
+    the monitor cannot see: its aggregate (rewardpipe's components only) was alarmed dead while the reward trained on
+    varied inside every group. With such a function beside ours the aggregate keeps its figures but raises no alarm
+    (said once in a warning); each component is still judged."""
+
+    def test_no_aggregate_alarm_and_the_components_still_judged(self, caplog):
+        from rewardpipe.integrations.trl import RewardPipeMonitor
+
+        callback = RewardPipeMonitor("gsm8k")
+        trainer = _Trainer(callback, main=True)
+
+        def length_penalty(completions, **_):  # type: ignore[no-untyped-def]
+            return [-len(c) / 100 for c in completions]
+
+        trainer.reward_funcs = [*callback.reward_funcs, length_penalty]
+        trainer.reward_weights = [*callback.reward_weights, 1.0]
+        prompts = [p for p in ("1+1?", "2+2?", "3+3?", "4+4?") for _ in range(2)]
+        completions = ["#### 2", "#### 2", "#### 5", "#### 5", "#### 6", "#### 6", "#### 1", "#### 1"]
+        for fn in callback.reward_funcs:  # every group answers alike: rewardpipe's sum is constant in each
+            fn(prompts=prompts, completions=completions, answer=["2"] * 8, log_metric=trainer._log_metric)
+        kinds = {alarm.component for alarm in callback.alarms}
+        assert "aggregate" not in kinds and "answer_correct" in kinds  # the component's own verdict stays
+        assert "rewardpipe/aggregate/within_group_std" in trainer.logged
+        assert "length_penalty" in caplog.text
