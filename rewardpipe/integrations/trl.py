@@ -616,8 +616,9 @@ class RewardPipeMonitor:
       steps and with the monitor state the store holds.
 
     ``ignore`` lists components that get statistics but never alarms (e.g. a rarely-fired penalty).
-    The monitor's aggregate is the ``sum_then_normalize`` reward; with ``normalize_then_sum`` read the
-    per-component verdicts (each component is normalized inside its group there).
+    The monitor's aggregate is the ``sum_then_normalize`` reward; with ``normalize_then_sum`` (each component is
+    normalized inside its group there), or reward functions of your own beside rewardpipe's, it is not the reward
+    trained on and raises no alarm (a warning says so once): read the per-component verdicts.
     """
 
     def __init__(
@@ -676,7 +677,7 @@ class RewardPipeMonitor:
         self.batches = 0
         self.failures: list[str] = []  # monitor failures (logged; training goes on)
         self.group_size: int | None = None
-        self._warned_others = False  # said once: the trainer has reward functions besides ours
+        self._warned_apart: set[str] = set()  # why the aggregate is not the reward trained on, each said once
         self._resumed = self.store is None  # the store's own steps and state of this run not read yet
 
     @staticmethod
@@ -727,12 +728,12 @@ class RewardPipeMonitor:
         # The gather is a collective: a process that failed before it still takes part (one malformed row per
         # completion: its error records), or every other process would wait in it for ever.
         problem: Exception | None = None
-        others: list[str] = []
+        apart: str | None = None
         try:
             log_metric = kwargs.get("log_metric")
             trainer = getattr(log_metric, "__self__", None)
             weights, group_size, training, main = self._trainer_view(trainer)
-            others = self._other_functions(trainer)
+            apart = self._aggregate_apart(trainer)
         except Exception as exc:  # noqa: BLE001 - reported after the gather
             problem, (weights, group_size, training, main) = (
                 exc,
@@ -756,7 +757,7 @@ class RewardPipeMonitor:
                     "RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])"
                 )
             rows = [_clean_row(row, self.reward.component_names) for row in gathered]
-            figures = self._monitor(rows, weights, group_size, main, kwargs, others)
+            figures = self._monitor(rows, weights, group_size, main, kwargs, apart)
         except Exception as exc:  # monitoring must never stop a training run; it says so loudly
             self.failures.append(f"{type(exc).__name__}: {exc}")
             logger.exception("rewardpipe: the within-group monitor failed on batch %s", self.batches)
@@ -779,23 +780,30 @@ class RewardPipeMonitor:
             for name, value in shared.items():
                 log_metric(name, value)
 
-    def _other_functions(self, trainer: Any) -> list[str]:
-        """The names of the trainer's reward functions that are not this callback's (functions of your own beside
-        rewardpipe's): TRL trains on their sum with ours, which the monitor's aggregate cannot see. Said once."""
+    def _aggregate_apart(self, trainer: Any) -> str | None:
+        """Why the monitor's aggregate (the weighted sum of rewardpipe's components) is not the reward the trainer
+        trains on, or None when it is: reward functions of your own beside rewardpipe's (TRL sums them in, where the
+        monitor cannot see them), or ``multi_objective_aggregation="normalize_then_sum"`` (each component is
+        normalized inside its group before the sum). Each reason is said once, in a warning."""
         mine = {id(fn) for fn in self.reward_funcs}
         others = [
             str(getattr(fn, "__name__", type(fn).__name__))
             for fn in list(getattr(trainer, "reward_funcs", None) or [])
             if id(fn) not in mine
         ]
-        if others and not self._warned_others:
-            self._warned_others = True
+        reason = None
+        if others:
+            reason = f"the trainer also trains on reward functions that are not rewardpipe's ({', '.join(others[:10])})"
+        elif getattr(trainer, "multi_objective_aggregation", None) == "normalize_then_sum":
+            reason = "the trainer normalizes each component inside its group before the sum (normalize_then_sum)"
+        if reason is not None and reason not in self._warned_apart and len(self._warned_apart) < 10:
+            self._warned_apart.add(reason)
             logger.warning(
-                "rewardpipe: the trainer also trains on reward functions that are not rewardpipe's (%s); the "
-                "monitor's aggregate is the sum of rewardpipe's components only, so it raises no alarm",
-                ", ".join(others[:10]),
+                "rewardpipe: %s; the monitor's aggregate, the weighted sum of rewardpipe's components, is not the "
+                "reward trained on, so it raises no alarm (each component is judged as usual)",
+                reason,
             )
-        return others
+        return reason
 
     def _monitor(
         self,
@@ -804,14 +812,14 @@ class RewardPipeMonitor:
         group_size: int,
         main: bool,
         kwargs: Mapping[str, Any],
-        others: Sequence[str] = (),
+        apart: str | None = None,
     ) -> dict[str, float]:
-        """Judge the gathered batch, store it (the main process) and answer the figures to log. With ``others`` (the
-        trainer's reward functions that are not ours) the aggregate is not the reward trained on: no alarm on it."""
+        """Judge the gathered batch, store it (the main process) and answer the figures to log. With ``apart`` (why
+        the aggregate is not the reward trained on: :meth:`_aggregate_apart`) the aggregate raises no alarm."""
         from rewardpipe.monitoring import monitor_records
 
         thresholds = self.thresholds
-        if others and "aggregate" not in thresholds.ignore:
+        if apart is not None and "aggregate" not in thresholds.ignore:
             thresholds = thresholds.model_copy(update={"ignore": (*thresholds.ignore, "aggregate")})
 
         trainer_state = kwargs.get("trainer_state")

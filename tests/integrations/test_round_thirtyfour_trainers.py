@@ -248,3 +248,29 @@ class TestAnotherRewardFunctionBesideRewardpipesSilencesTheAggregatesAlarm:
         assert "aggregate" not in kinds and "answer_correct" in kinds  # the component's own verdict stays
         assert "rewardpipe/aggregate/within_group_std" in trainer.logged
         assert "length_penalty" in caplog.text
+
+    def test_with_normalize_then_sum_the_aggregate_raises_no_alarm(self, caplog):
+        """``multi_objective_aggregation="normalize_then_sum"``: each component is normalized inside its group
+        before the weighted sum, so a weighted sum of the raw values that is constant in every group (here 1.0:
+        ``a + 0.5 * b`` with ``b = 2 - 2a``) is no dead reward: the trainer's is ``z(a) - 0.5 z(a)``, which varies.
+        The aggregate was alarmed dead all the same."""
+        from rewardpipe import Reward, component
+        from rewardpipe.integrations.trl import RewardPipeMonitor
+
+        @component(range=(0, 1), role="outcome")
+        def said_yes(completion):  # type: ignore[no-untyped-def]
+            return 1.0 if "yes" in completion else 0.0
+
+        @component(range=(0, 2), role="shaping", weight=0.5)
+        def said_no(completion):  # type: ignore[no-untyped-def]
+            return 0.0 if "yes" in completion else 2.0
+
+        callback = RewardPipeMonitor(Reward("yes_no", [said_yes, said_no]))
+        trainer = _Trainer(callback, main=True)
+        trainer.multi_objective_aggregation = "normalize_then_sum"
+        prompts = [p for p in ("a", "b", "c", "d") for _ in range(2)]
+        for fn in callback.reward_funcs:  # each group: one yes, one no
+            fn(prompts=prompts, completions=["yes", "no"] * 4, log_metric=trainer._log_metric)
+        assert callback.reports[0].aggregate.verdict == "dead"  # the raw weighted sum is constant in every group
+        assert callback.alarms == []
+        assert "normalize_then_sum" in caplog.text
