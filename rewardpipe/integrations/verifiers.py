@@ -31,7 +31,9 @@ advantage 0, the others' as if it were absent), its component metrics the scored
 (advantages 0). A rollout scored alone (``Rubric.score_rollout``, verifiers' independent scoring)
 has no group to take a value from and stays NaN, flagged ``reward_error`` 1 and marked failed the way verifiers marks
 a rollout (``state["error"]``, a ``vf.Error``); the functions of :func:`rubric_functions` in a rubric of your own
-stay NaN too (with no mark: they see no state).
+stay NaN too (with no mark: they see no state). A rollout verifiers ended on a failure that is not the model's
+(``state["error"]`` an ``InfraError``, or a ``ModelError`` other than an invalid or empty response) is unscorable
+to :func:`rubric` too, its cut conversation never scored as an answer.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 from rewardpipe.integrations.verifiers_env import VerifiersEnvironment, VfState, VfTask, from_verifiers
 from rewardpipe.models import Message, Task, nova_fields
@@ -243,12 +245,21 @@ def _rubric_class() -> Any:
                 self.rewardpipe_reward = rewardpipe_reward
 
             async def score_rollout(self, state: Any) -> None:
+                cut = _cut_by_infrastructure(vf, state)
                 await super().score_rollout(state)
+                if cut:  # no group to settle it from: NaN, as any unscorable rollout scored alone
+                    self._unscorable(state)
+                    state["reward"] = math.nan
                 metrics = state.get("metrics") or {}
                 failed = any(_nan(metrics.get(name)) for name in self.rewardpipe_middles)
                 state["metrics"] = {**metrics, REWARD_ERROR: 1.0 if failed else 0.0}
                 if failed:  # no group to settle it from: its reward stays NaN
                     self._mark_failed(state, "NaN")
+
+            def _unscorable(self, state: Any) -> None:
+                """Every component of ``state`` NaN: a rollout rewardpipe must not score (settled as any unscorable
+                one)."""
+                state["metrics"] = {**(state.get("metrics") or {}), **dict.fromkeys(self.rewardpipe_middles, math.nan)}
 
             def _mark_failed(self, state: Any, reward: str) -> None:
                 """verifiers' own mark of a failed rollout, ``state["error"]`` (unless it has one): vf-eval counts and
@@ -269,7 +280,11 @@ def _rubric_class() -> Any:
                     ]
                     for state in states
                 ]
+                cut = [_cut_by_infrastructure(vf, state) for state in states]
                 await super().score_group(states)
+                for state, infrastructure in zip(states, cut, strict=True):
+                    if infrastructure:  # its conversation was cut by a failure that is not the model's: no score
+                        self._unscorable(state)
                 weights = dict(zip((getattr(f, "__name__", "") for f in self.funcs), self.weights, strict=False))
                 if settle_group(states, self.rewardpipe_middles, weights):
                     for state in states:
@@ -284,6 +299,19 @@ def _rubric_class() -> Any:
 
         _RUBRIC_CLASS = RewardpipeRubric
     return _RUBRIC_CLASS
+
+
+def _cut_by_infrastructure(vf: Any, state: Any) -> bool:
+    """Whether verifiers ended the rollout on a failure that is not the model's: its ``state["error"]`` an
+    ``InfraError`` (a sandbox, a tunnel) or a ``ModelError`` other than an invalid or empty response (the model's
+    server could not be reached). verifiers scores such a rollout's cut conversation all the same; its score would
+    be a 0 for the infrastructure's failure. A tool call the model wrote badly (``ToolError``) is the model's own."""
+    error = state.get("error")
+    kinds = [getattr(vf, name, None) for name in ("InfraError", "ModelError", "InvalidModelResponseError")]
+    if error is None or not all(isinstance(kind, type) for kind in kinds):  # a release without these errors
+        return False
+    infra, model, invalid = cast("list[type]", kinds)
+    return isinstance(error, infra) or (isinstance(error, model) and not isinstance(error, invalid))
 
 
 @functools.cache

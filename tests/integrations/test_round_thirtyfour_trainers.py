@@ -222,6 +222,32 @@ class TestAnUnscorableRolloutOfAGroupIsAnErroredRollout:
         assert states[2]["reward"] == pytest.approx((states[0]["reward"] + states[1]["reward"]) / 2)
         assert states[2]["advantage"] == pytest.approx(0.0)
 
+    def test_a_rollout_cut_by_an_infrastructure_error_is_settled_never_scored_as_its_partial_answer(self):
+        """verifiers scores every rollout of a group, one whose model call failed (``vf.ModelError``: the server
+        unreachable) or whose sandbox failed (``vf.InfraError``) too: rewardpipe scored the cut conversation (no
+        answer: 0.0 in every component), a 0 in the group's baseline for an infrastructure failure. Such a rollout is
+        unscorable now (settled: advantage 0, ``reward_error`` 1, its own error kept); a tool call the model wrote
+        badly (``vf.ToolParseError``) is the model's own, and scored."""
+        vf = pytest.importorskip("verifiers")
+        import asyncio
+
+        from rewardpipe.integrations.verifiers import REWARD_ERROR, rubric
+        from tests.integrations.test_round_thirtythree_verifiers import _state as state
+
+        states = [state("#### 12", "12"), state("#### 11", "12"), state("", "12"), state("", "12"), state("", "12")]
+        cut, sandbox, badly = vf.ModelError("connection reset"), vf.InfraError("sandbox gone"), vf.ToolParseError("x")
+        states[2]["error"], states[3]["error"], states[4]["error"] = cut, sandbox, badly
+        asyncio.run(rubric("gsm8k").score_group(states))
+        assert [s["metrics"][REWARD_ERROR] for s in states] == [0.0, 0.0, 1.0, 1.0, 0.0]
+        assert states[2]["error"] is cut and states[3]["error"] is sandbox  # verifiers' own error, kept
+        scored = [states[0]["reward"], states[1]["reward"], states[4]["reward"]]
+        assert states[4]["reward"] == 0.0  # the model's malformed tool call: its empty answer scores 0
+        assert states[2]["reward"] == pytest.approx(sum(scored) / 3) and states[2]["advantage"] == pytest.approx(0.0)
+        alone = state("", "12")
+        alone["error"] = cut
+        asyncio.run(rubric("gsm8k").score_rollout(alone))  # no group to settle from: NaN, never its 0
+        assert math.isnan(alone["reward"]) and alone["metrics"][REWARD_ERROR] == 1.0 and alone["error"] is cut
+
 
 class TestAnotherRewardFunctionBesideRewardpipesSilencesTheAggregatesAlarm:
     """A trainer given rewardpipe's functions and one of the user's own (a length penalty) trains on their sum, which
