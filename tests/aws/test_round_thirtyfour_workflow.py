@@ -135,11 +135,18 @@ def _fargate_job(bucket):  # noqa: F811
 def _entry_in_process(monkeypatch):
     """containers/code_runner/entry.py's main, without scrubbing this test process's own credentials."""
     import importlib
+    import os
     import sys
+    import tempfile
 
     from rewardpipe.aws import hardening
     from tests.aws import harness
 
+    # entry.main points TMPDIR and tempfile.tempdir at the task's scratch volume (the test's tmp_path, which only
+    # root can enter): put both back after the test, or every later sandbox of this process (its fork servers run as
+    # other uids) is refused its directories.
+    monkeypatch.setattr(tempfile, "tempdir", tempfile.tempdir)
+    monkeypatch.setenv("TMPDIR", os.environ.get("TMPDIR", tempfile.gettempdir()))
     monkeypatch.setattr(hardening, "scrub_credentials", lambda env: [])
     monkeypatch.setattr(hardening, "make_non_dumpable", lambda: False)
     monkeypatch.syspath_prepend(str(harness.ROOT / "containers" / "code_runner"))
