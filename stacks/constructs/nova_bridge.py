@@ -74,7 +74,13 @@ class NovaBridgeSettings(BaseModel):
     rollout_timeout_s: int = Field(default=600, ge=60, le=86400)
     budget_fraction: float = Field(default=0.8, gt=0, lt=1)
     alarm_fraction: float = Field(default=0.7, gt=0, lt=1)
-    error_reward: Literal["neutral", "zero", "fail_batch"] = "neutral"
+    error_reward: Literal["neutral", "zero", "fail_batch"] = Field(
+        default="neutral",
+        description=(
+            "What an unscorable rollout answers: `neutral` (the mean of its group's scores answered so far, "
+            "mid-range when none is), `zero`, or `fail_batch` (answer nothing)."
+        ),
+    )
     task_field: str = "task_id"
     inline_task_field: str = "task"
     group_pattern: str = r"^(?P<group>.+)_(?P<index>\d+)$"
@@ -93,6 +99,13 @@ class NovaBridgeSettings(BaseModel):
             "source mappings' maximum concurrency, which reserves nothing; more requests wait in their queue."
         ),
     )
+    model_finish_reasons: list[str] = Field(
+        default_factory=list,
+        description=(
+            "`finish_reason` values of Nova's generate responses, besides the known ones, that end a turn the model "
+            "wrote (scored); any other unknown one ends its rollout as a `policy_error` (docs/guides/nova-forge.md)."
+        ),
+    )
     # Job roles (besides the stack's TrainingJobRole) the rollout proxy's resource policy lets invoke it.
     invoker_role_arns: list[str] = Field(
         default_factory=list, description="IAM role ARNs of training jobs that may invoke the rollout proxy"
@@ -106,6 +119,14 @@ class NovaBridgeSettings(BaseModel):
             if not re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}", arn):
                 raise ValueError(f"invoker_role_arns: {arn!r} is not an IAM role ARN")
         return self
+
+    @field_validator("model_finish_reasons")
+    @classmethod
+    def _finish_reasons(cls, value: list[str]) -> list[str]:
+        for reason in value:
+            if not 0 < len(reason.strip()) <= 80:
+                raise ValueError(f"model_finish_reasons: {reason[:100]!r} is not a reason of 1 to 80 characters")
+        return value
 
     @field_validator("group_pattern")
     @classmethod
@@ -137,6 +158,7 @@ class NovaBridgeSettings(BaseModel):
             "range_mapping": self.range_mapping,
             "error_reward": self.error_reward,
             "rollout_budget_s": self.budget_s,
+            "model_finish_reasons": list(self.model_finish_reasons),
         }
 
 

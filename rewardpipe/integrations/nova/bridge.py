@@ -398,7 +398,7 @@ class Bridge:
         if entry is None or entry.get("used"):
             return {"status": "unknown_step" if entry is None else "duplicate", "step_id": response.step_id}
         try:
-            reply, status, cause = response.reply(), "delivered", ""
+            reply, status, cause = response.reply(self.config.model_finish_reasons), "delivered", ""
         except EndpointError as exc:  # no message, a content that is no text: the local policy's policy_error
             reply, status, cause = None, "failed", str(exc)
         return self._resume(path, entry, response.step_id, reply, response.stop, cause, status)

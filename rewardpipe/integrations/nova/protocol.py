@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -119,6 +119,19 @@ class _GenerateData(DeferredModel):
     choices: list[_Choice] = Field(min_length=1)
 
 
+#: How a generate response's ``finish_reason`` (the choice's, or the response's own) decides its turn
+#: (docs/guides/nova-forge.md, "How a turn ends"). Compared in lower case; absent, null or empty is no reason.
+#: The model ended its turn, or a limit it ran into did (OpenAI's and vLLM's names, and Bedrock's): its text, empty
+#: or cut short, is its turn, and is scored.
+MODEL_FINISH_REASONS = frozenset(
+    {"stop", "length", "tool_calls", "function_call", "content_filter", "eos", "end_turn", "stop_sequence"}
+    | {"max_tokens", "tool_use"}
+)
+#: The serving side failed or gave the generation up (vLLM's ``abort``, an ``error``): whatever text came with it is
+#: no turn of the model's, and the rollout ends as a ``policy_error`` (an error answer), never scored.
+FAILED_FINISH_REASONS = frozenset({"error", "abort", "aborted", "cancelled", "canceled", "timeout", "internal_error"})
+
+
 class GenerateResponse(DeferredModel):
     model_config = ConfigDict(extra="allow")
 
@@ -146,13 +159,37 @@ class GenerateResponse(DeferredModel):
     def stop(self) -> str | None:
         return self.data.choices[0].finish_reason or self.finish_reason
 
-    def reply(self) -> dict[str, Any]:
+    def finish_problem(self, accepted: Collection[str] = ()) -> str | None:
+        """Why this response's ``finish_reason`` says it holds no turn of the model's, or None when it holds one: a
+        reason of :data:`FAILED_FINISH_REASONS` (the generation failed), or one neither known
+        (:data:`MODEL_FINISH_REASONS`) nor ``accepted`` (the bridge's ``model_finish_reasons``), whose text could be
+        a failed generation's and is never scored as the model's."""
+        extra = {reason.strip().lower() for reason in accepted}
+        for reason in (self.data.choices[0].finish_reason, self.finish_reason):
+            key = (reason or "").strip().lower()
+            if not key or key in extra or key in MODEL_FINISH_REASONS:
+                continue
+            shown, where = repr(str(reason)[:80]), f"Nova's generate response for step {self.step_id}"
+            if key in FAILED_FINISH_REASONS:
+                return f"{where} has finish_reason {shown}: the generation failed"
+            return (
+                f"{where} has the unknown finish_reason {shown}: not scored "
+                f"as the model's turn (known: {', '.join(sorted(MODEL_FINISH_REASONS))}; accept it with the setting "
+                "model_finish_reasons)"
+            )
+        return None
+
+    def reply(self, accepted_finish_reasons: Collection[str] = ()) -> dict[str, Any]:
         """The model's turn as the local OpenAI policy reads the same reply
         (:func:`rewardpipe.openai_client.choice_message`): ``{"text", "tool_calls"}`` (the calls, None when there are
         none); ``{"filtered": True}`` when a content filter or a refusal took the text's place. EndpointError when
-        the reply holds no turn (no message, a text that is no text): the rollout's ``policy_error``."""
-        from rewardpipe.openai_client import ContentFiltered, NoTextBeforeLimit, choice_message
+        the reply holds no turn (no message, a text that is no text, a ``finish_reason`` saying the generation
+        failed or one not known: :meth:`finish_problem`): the rollout's ``policy_error``."""
+        from rewardpipe.openai_client import ContentFiltered, EndpointError, NoTextBeforeLimit, choice_message
 
+        problem = self.finish_problem(accepted_finish_reasons)
+        if problem is not None:
+            raise EndpointError(problem)
         first = self.data.choices[0]
         choice: dict[str, Any] = {"finish_reason": self.stop}
         if first.message is not None:  # as sent: a content left out stays out (the local reading refuses it)
@@ -204,6 +241,9 @@ class BridgeConfig(DeferredModel):
       fails the training job, for users who prefer a failed job to a substituted reward). Every error
       answer carries ``reward_error`` = 1 and ``error_<kind>`` = 1 in its metrics.
     * ``rollout_budget_s``: wall-clock budget of one rollout, kept below Nova's ``rollout.timeout``.
+    * ``model_finish_reasons``: ``finish_reason`` values, besides :data:`MODEL_FINISH_REASONS`, that end a turn the
+      model wrote (scored); any other unknown one ends the rollout as a ``policy_error``
+      (:meth:`GenerateResponse.finish_problem`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -217,6 +257,7 @@ class BridgeConfig(DeferredModel):
     error_reward: ErrorReward = "neutral"
     rollout_budget_s: float = Field(default=480.0, gt=0)
     max_turns: int | None = Field(default=None, ge=1, le=100)
+    model_finish_reasons: list[str] = Field(default_factory=list)
 
     @field_validator("group_pattern")
     @classmethod
