@@ -257,9 +257,13 @@ class Bridge:
                 "step": step,
                 "started": False,
             }
-            tools = self._task_tools(task, task_key)
-            if tools:
-                entry["tools_prompt"] = tools_prompt(tools)
+            try:
+                tools = self._task_tools(task, task_key)
+                if tools:
+                    entry["tools_prompt"] = checked_tools_prompt(tools)
+            except ToolsUnusable as exc:  # the environment's failure, answered now: never a rollout without its tools
+                error = ErrorInfo(kind="simulator_error", message=str(exc))
+                return self._reject(request, name, step, error)
             self.store.put_json(path, entry)
             self.store.put_json(self._sample_path(request.sample_id), {"execution": name})
             self.store.put_json(self._due_key(entry, name), {})
@@ -293,12 +297,14 @@ class Bridge:
         """The tools the deployed environment offers the model for this task (its ``tool_schemas``), or None. Nova's
         generate request has no tools field, so Nova's model would never see them: they are rendered into the system
         prompt of the rollout's generate requests instead (:func:`with_tools_prompt`), with a warning logged. None
-        when the task cannot be read here (a stored task missing or not the environment's: the rollout says so) or
-        its ``tool_schemas`` fails (the rollout's own error)."""
-        from rewardpipe.episode import env_tool_schemas
+        when the task cannot be read here (a stored task missing or not the environment's: the rollout says so).
+        :class:`ToolsUnusable` when ``tool_schemas`` raises, hangs past ``hook_timeout_s`` or returns something other
+        than a list of JSON objects (the checks of the trainers' callback rollouts, :func:`rewardpipe.aws.rollout.
+        task_tools`): the rollout never sees its tool hook again on the Nova channel, so it would run without them."""
+        from rewardpipe.aws.rollout import SimulatorError, task_tools
 
         env = self.environment
-        schemas = env_tool_schemas(env) if env is not None else None
+        schemas = getattr(env, "tool_schemas", None) if env is not None else None
         if callable(schemas):
             if task is None and task_key is not None:
                 stored = self.store.get_json(task_key, default=None)
@@ -307,9 +313,9 @@ class Bridge:
                 except Exception:  # noqa: BLE001 - the rollout reports an unreadable task as it always did
                     return None
             try:
-                schemas = schemas(task)
-            except Exception:  # noqa: BLE001 - a failing tool_schemas is the rollout's own simulator_error
-                return None
+                schemas = task_tools(env, task)
+            except SimulatorError as exc:
+                raise ToolsUnusable(str(exc)) from None
         if not isinstance(schemas, list) or not schemas:
             return None
         logger.warning(
@@ -800,11 +806,45 @@ class Bridge:
 
 #: How the tools a rollout's task offers open their part of the system prompt (:func:`tools_prompt`).
 TOOLS_PROMPT_HEADER = "Tools you can call (OpenAI function schemas, one JSON object per line):"
+#: The characters a line reader (``str.splitlines``) splits on that JSON may leave raw inside a string: written as
+#: ``\u`` escapes, so one tool is one line whatever its text holds.
+_RAW_LINE_BREAKS = re.compile("[\x85\u2028\u2029]")
+
+
+class ToolsUnusable(ValueError):
+    """The environment's tools for a rollout cannot be offered to Nova's model: its ``simulator_error``."""
 
 
 def tools_prompt(tools: list[Any]) -> str:
-    """The tools as system-prompt text: a header, then each tool's schema as one line of JSON."""
-    return "\n".join([TOOLS_PROMPT_HEADER, *(json.dumps(tool, sort_keys=True, default=str) for tool in tools)])
+    """The tools as system-prompt text, a format of its own (docs/guides/nova-forge.md "Environments with tools"):
+    the line :data:`TOOLS_PROMPT_HEADER`, then each tool's schema as one line of strict JSON (keys sorted, ``", "``
+    and ``": "`` between items, text as itself but for a lone surrogate and the line breaks JSON leaves raw, written
+    as ``\\u`` escapes), so no description or default can end its line or the list early. ValueError/TypeError for a
+    schema that is no strict JSON (a NaN, an infinity, a cycle, an object that is no JSON value)."""
+    from rewardpipe.safe_text import escape_lone_surrogates
+
+    lines = [TOOLS_PROMPT_HEADER]
+    for tool in tools:
+        plain = json.loads(json.dumps(tool, allow_nan=False))  # its keys as JSON has them (an int key is text)
+        text = escape_lone_surrogates(json.dumps(plain, sort_keys=True, ensure_ascii=False, allow_nan=False))
+        lines.append(_RAW_LINE_BREAKS.sub(lambda match: f"\\u{ord(match[0]):04x}", text))
+    return "\n".join(lines)
+
+
+def checked_tools_prompt(tools: list[Any]) -> str:
+    """:func:`tools_prompt`, or :class:`ToolsUnusable` naming why the tools cannot be offered: a schema that is no
+    strict JSON, or a prompt no generate request could carry (over SQS's message size on its own)."""
+    try:
+        text = tools_prompt(tools)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ToolsUnusable(f"tool_schemas: the tools are no strict JSON ({type(exc).__name__}: {exc})") from None
+    size = len(text.encode("utf-8"))
+    if size > MAX_SQS_MESSAGE_BYTES:
+        raise ToolsUnusable(
+            f"tool_schemas: the tools take {size} bytes of the system prompt, over the {MAX_SQS_MESSAGE_BYTES} bytes "
+            "of a whole generate request"
+        )
+    return text
 
 
 def with_tools_prompt(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
