@@ -77,8 +77,9 @@ class NovaBridgeSettings(BaseModel):
     error_reward: Literal["neutral", "zero", "fail_batch"] = Field(
         default="neutral",
         description=(
-            "What an unscorable rollout answers: `neutral` (the mean of its group's scores answered so far, "
-            "mid-range when none is), `zero`, or `fail_batch` (answer nothing)."
+            "What an unscorable rollout answers: `neutral` (the mean of its group's scores, sent once its running "
+            "group-mates are answered or at its budget; mid-range when none is scored), `zero`, or `fail_batch` "
+            "(answer nothing)."
         ),
     )
     task_field: str = "task_id"

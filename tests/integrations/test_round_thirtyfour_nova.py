@@ -181,3 +181,75 @@ def test_hostile_tool_text_stays_inside_its_own_line_and_its_json():
         expected = json.loads(json.dumps(schema))  # the lone surrogate reads back as itself
         assert decoded == expected
     assert "天气" in prompt  # text as itself, readable by the model (it was \\u5929\\u6c14)
+
+
+# --------------------------------------------------------------------------------------------------
+# A neutral error answer waits for its running group-mates
+
+
+def _answers(bridge) -> dict[str, float]:
+    sent = [json.loads(m["MessageBody"]) for m in bridge.sqs.sent if m["QueueUrl"] == "resp.fifo"]
+    return {answer["sample_id"]: answer["rewards"]["aggregate_score"] for answer in sent}
+
+
+def _scored(aggregate: float) -> str:
+    from tests.integrations.nova.test_nova_contract import _scored_output
+
+    return json.dumps({**json.loads(_scored_output("runs/nova/x.json")), "aggregate_reward_score": aggregate})
+
+
+def test_the_groups_first_error_waits_for_its_running_mates_and_answers_their_mean():
+    """The group's first rollout to err was answered at once with the middle of rewards.range: with the group's
+    scores elsewhere (1.0, 0.6, 0.0 here, mean 0.533), a GRPO advantage for an infrastructure failure. It is now held
+    until its running mates are answered, then answered with their mean: its advantage is 0."""
+    from tests.integrations.nova.test_nova_contract import _in_flight
+
+    bridge, clock = _bridge(sfn=FakeSfn())
+    a, b, c, d = (_in_flight(bridge, clock, f"p-7_{i}") for i in range(4))
+    assert bridge.respond(a["execution"], "FAILED", None)["status"] == "deferred"
+    assert _answers(bridge) == {}
+    bridge.respond(b["execution"], "SUCCEEDED", _scored(1.6))  # 1.0 (the reward's [-0.5, 1.6] onto [0, 1])
+    bridge.respond(c["execution"], "SUCCEEDED", _scored(-0.5 + 2.1 * 0.6))  # 0.6
+    assert "p-7_0" not in _answers(bridge)  # d still runs
+    bridge.respond(d["execution"], "SUCCEEDED", _scored(-0.5))  # 0.0
+    answers = _answers(bridge)
+    assert answers["p-7_0"] == pytest.approx((1.0 + 0.6 + 0.0) / 3)
+    assert bridge.store.get_json(f"nova/requests/{a['execution']}.json")["answered"] is True
+    assert not [k for k in bridge.store.list_keys("nova/due/") if a["execution"] in k]  # no longer in flight
+    # A redelivered status change answers nothing twice.
+    assert bridge.respond(a["execution"], "FAILED", None)["status"] == "already_answered"
+
+
+def test_a_held_error_answer_is_sent_by_the_sweeper_at_its_deadline_or_once_its_release_failed():
+    from tests.integrations.nova.test_nova_contract import _in_flight
+
+    bridge, clock = _bridge(sfn=FakeSfn())
+    a, b, _ = (_in_flight(bridge, clock, f"q-3_{i}") for i in range(3))
+    bridge.respond(a["execution"], "FAILED", None)
+    bridge.sweep()  # b and c run, within the budget: still held
+    assert _answers(bridge) == {}
+    # b is answered but the release of a's answer fails (throttled): the next sweep sends it, c still running.
+    real = bridge._answer_deferred
+    bridge._answer_deferred = lambda entry: (_ for _ in ()).throw(RuntimeError("SlowDown"))
+    bridge.respond(b["execution"], "SUCCEEDED", _scored(1.6))
+    assert "q-3_0" not in _answers(bridge)
+    bridge._answer_deferred = real
+    bridge.sweep()
+    assert "q-3_0" not in _answers(bridge)  # c still runs, the deadline is not reached: held
+    clock["now"] = a["deadline"] + 61  # past the budget: the held answer goes with what is scored (b's 1.0)
+    bridge.sweep()
+    answers = _answers(bridge)
+    assert answers["q-3_0"] == pytest.approx(1.0) and "q-3_2" in answers  # c timed out and was answered too
+
+
+def test_an_error_with_no_mate_running_and_other_policies_are_answered_at_once():
+    from rewardpipe.integrations.nova.protocol import BridgeConfig
+    from tests.integrations.nova.test_nova_contract import _in_flight
+
+    bridge, clock = _bridge(sfn=FakeSfn())
+    single = _in_flight(bridge, clock, "solo-1_0")
+    assert bridge.respond(single["execution"], "FAILED", None)["status"] == "answered"
+    bridge, clock = _bridge(sfn=FakeSfn())
+    bridge.config = BridgeConfig(rollout_budget_s=480.0, error_reward="zero")
+    a, _ = (_in_flight(bridge, clock, f"z-1_{i}") for i in range(2))
+    assert bridge.respond(a["execution"], "FAILED", None)["status"] == "answered"

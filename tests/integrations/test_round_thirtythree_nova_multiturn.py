@@ -39,12 +39,16 @@ def test_a_neutral_error_answer_is_the_mean_of_its_groups_scored_rollouts_not_th
     assert {"name": "reward_error", "value": 1, "type": "Metric"} in report["metrics_list"]
 
 
-def test_an_error_answered_before_any_group_mate_is_scored_gets_the_middle_of_the_range():
+def test_an_error_in_a_group_with_nothing_scored_gets_the_middle_of_the_range():
+    """(Round thirty-four: an error answer waits for its running group-mates, tests/integrations/
+    test_round_thirtyfour_nova.py.) A group whose every rollout fails has no score: the middle of the range."""
     bridge, clock = _bridge(sfn=FakeSfn())
     first = _in_flight(bridge, clock, "r-1_0")
-    _in_flight(bridge, clock, "r-1_1")  # still running: not waited for
-    bridge.respond(first["execution"], "FAILED", None)
+    second = _in_flight(bridge, clock, "r-1_1")
+    assert bridge.respond(first["execution"], "FAILED", None)["status"] == "deferred"  # r-1_1 still runs
+    bridge.respond(second["execution"], "FAILED", None)
     assert _answered(bridge, "r-1_0")["rewards"]["aggregate_score"] == pytest.approx(0.5)
+    assert _answered(bridge, "r-1_1")["rewards"]["aggregate_score"] == pytest.approx(0.5)
 
 
 def test_error_answers_and_other_rounds_never_count_as_the_groups_scores():
@@ -52,13 +56,18 @@ def test_error_answers_and_other_rounds_never_count_as_the_groups_scores():
     samples = ("g-1_0", "g-1_1", "g-1_2")
     for sample in samples:  # round 0: every sample scored 1.0
         bridge.respond(_in_flight(bridge, clock, sample)["execution"], "SUCCEEDED", _scored(1.6))
+    sent_in_round_0 = len(bridge.sqs.sent)
     clock["now"] += 1  # the same samples requested again: the next training round
     b, c, d = (_in_flight(bridge, clock, sample) for sample in samples)
-    bridge.respond(b["execution"], "FAILED", None)  # round 1 has nothing scored yet: mid-range
-    assert json.loads(bridge.sqs.sent[-1]["MessageBody"])["rewards"]["aggregate_score"] == pytest.approx(0.5)
+    bridge.respond(b["execution"], "FAILED", None)  # c and d still run: held back
     bridge.respond(c["execution"], "SUCCEEDED", _scored(-0.5))  # 0.0
-    bridge.respond(d["execution"], "FAILED", None)  # b's error answer is no score, round 0 another round: 0.0
-    assert json.loads(bridge.sqs.sent[-1]["MessageBody"])["rewards"]["aggregate_score"] == pytest.approx(0.0)
+    bridge.respond(d["execution"], "FAILED", None)  # b's error is no score, round 0 another round: 0.0 for both
+    answers = [json.loads(m["MessageBody"]) for m in bridge.sqs.sent[sent_in_round_0:]]
+    assert {a["sample_id"]: a["rewards"]["aggregate_score"] for a in answers} == {
+        "g-1_0": pytest.approx(0.0),
+        "g-1_1": pytest.approx(0.0),
+        "g-1_2": pytest.approx(0.0),
+    }
 
 
 def test_error_score_keeps_the_other_policies_and_stays_in_range():

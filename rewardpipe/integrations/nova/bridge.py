@@ -266,6 +266,7 @@ class Bridge:
                 return self._reject(request, name, step, error)
             self.store.put_json(path, entry)
             self.store.put_json(self._sample_path(request.sample_id), {"execution": name})
+            self._file_member(entry, name)
             self.store.put_json(self._due_key(entry, name), {})
         else:
             entry = {k: v for k, v in known.items() if k != "_key"}
@@ -287,6 +288,7 @@ class Bridge:
         if started != name:  # an earlier attempt of this name failed: follow the new attempt
             self.store.put_json(self._request_path(started), {**entry, "execution": started})
             self.store.put_json(self._sample_path(request.sample_id), {"execution": started})
+            self._file_member(entry, started)
             self._delete(self._due_key(entry, name))
             self.store.put_json(self._due_key(entry, started), {})
             entry = {**entry, "execution": started}
@@ -544,8 +546,11 @@ class Bridge:
         metrics,
         error,
         own_record: bool = False,
+        final: bool = False,
     ):
         neutral = error is not None and self.config.error_reward == "neutral"
+        if neutral and not final and not own_record and self._defer(entry, error):
+            return {"status": "deferred"}
         response, envelope = rollout_result(
             request.sample_id,
             request.rewards.range,
@@ -593,12 +598,72 @@ class Bridge:
             self.store.put_json(entry["_key"].replace("/requests/", "/reports/"), envelope)
         if "deadline" in entry:  # answered: no longer in flight (what the sweeper lists and the alarm measures)
             self._delete(self._due_key(entry, entry["execution"]))
+        if not final:
+            self._release_deferred(entry)
         return out
 
-    def _group_prefix(self, entry: dict[str, Any]) -> str:
-        """Where the scores answered for one GRPO group of one training round are filed (``nova/groups/``)."""
+    # -- neutral error answers wait for their group ------------------------------------------------------
+
+    def _file_member(self, entry: dict[str, Any], execution: str) -> None:
+        """File the request under its GRPO group and round (``nova/members/``), by sample: who a deferred error
+        answer waits for (:meth:`_mates_in_flight`)."""
+        sample = hashlib.sha256(str(entry.get("sample_id", "")).encode("utf-8", "surrogatepass")).hexdigest()[:40]
+        self.store.put_json(f"{self._group_prefix(entry, 'members')}{sample}.json", {"execution": execution})
+
+    def _mates_in_flight(self, entry: dict[str, Any]) -> list[str]:
+        """The executions of ``entry``'s group and round, other than its own, still running: neither answered nor
+        waiting as a deferred error answer themselves."""
+        waiting = []
+        for key in self.store.list_keys(self._group_prefix(entry, "members")):
+            execution = (self.store.get_json(key, default=None) or {}).get("execution")
+            if not isinstance(execution, str) or execution == entry.get("execution"):
+                continue
+            mate = self._request(execution) if _is_execution_name(execution) else None
+            if mate is not None and not mate.get("answered") and not mate.get("deferred"):
+                waiting.append(execution)
+        return waiting
+
+    def _defer(self, entry: dict[str, Any], error: ErrorInfo) -> bool:
+        """Hold back a ``neutral`` error answer while group-mates of its round still run (answered at once, before,
+        with the mean of the scores answered so far: the middle of the range for the group's first rollout to end,
+        a GRPO advantage whenever the group's scores lay elsewhere). It is sent when the last of them is answered
+        (:meth:`_release_deferred`), or by the sweeper once none runs or at its own deadline, whichever is first:
+        never later than its budget, and Nova waits for the whole group before it computes an advantage anyway.
+        False (answer now) for a request without a budget (rejected at intake) or past it, or with no mate running."""
+        if "_key" not in entry or "deadline" not in entry or self.clock() > float(entry["deadline"]):
+            return False
+        if not self._mates_in_flight(entry):
+            return False
+        held = {k: v for k, v in entry.items() if k != "_key"}
+        self.store.put_json(entry["_key"], {**held, "deferred": {"error": error.model_dump(mode="json")}})
+        self.store.put_json(f"{self._group_prefix(entry, 'deferred')}{entry['execution']}.json", {})
+        return True
+
+    def _answer_deferred(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Send a deferred error answer now, with the mean of its group's scores answered by now."""
+        error = ErrorInfo.model_validate((entry.get("deferred") or {}).get("error") or {})
+        request = RolloutRequest(sample_id=entry["sample_id"], rewards={"range": entry["range"]})
+        entry = {k: v for k, v in entry.items() if k != "deferred"}
+        return self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error, final=True)
+
+    def _release_deferred(self, entry: dict[str, Any]) -> None:
+        """After ``entry``'s answer: send the deferred error answers of its group and round that wait for no running
+        mate any more. A failure here costs nothing but time: the sweeper sends them at its next run."""
+        try:
+            for key in self.store.list_keys(self._group_prefix(entry, "deferred")):
+                execution = key.rsplit("/", 1)[-1].removesuffix(".json")
+                held = self._request(execution) if _is_execution_name(execution) else None
+                ready = held is not None and held.get("deferred") and not held.get("answered")
+                if ready and held is not None and not self._mates_in_flight(held):
+                    self._answer_deferred(held)
+        except Exception:  # this answer is sent; the sweeper sends the held ones
+            logger.exception("releasing the deferred error answers of %s failed", entry.get("group"))
+
+    def _group_prefix(self, entry: dict[str, Any], kind: str = "groups") -> str:
+        """Where one GRPO group of one training round files its answered scores (``nova/groups/``), its requests
+        (``nova/members/``) and its deferred error answers (``nova/deferred/``)."""
         group = f"{entry.get('group', entry.get('sample_id', ''))}\x00{int(entry.get('step', 0))}"
-        return f"{PREFIX}groups/{hashlib.sha256(group.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}/"
+        return f"{PREFIX}{kind}/{hashlib.sha256(group.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}/"
 
     def _file_group_score(self, entry: dict[str, Any], body: Any) -> None:
         """File the score of a scored answer just sent under its group, for the ``neutral`` answer of a group-mate
@@ -613,8 +678,8 @@ class Bridge:
 
     def _group_scores(self, entry: dict[str, Any], target: tuple[float, float]) -> list[float]:
         """The scores answered so far for the scored rollouts of ``entry``'s group in this round and range: what a
-        ``neutral`` error answer averages. Group-mates still running are not waited for (Nova's ``rollout.timeout``
-        runs for each request): an error answered before any of them is scored gets the middle of the range."""
+        ``neutral`` error answer averages (it waits for its running group-mates first, up to its own budget:
+        :meth:`_defer`); with none scored it gets the middle of the range."""
         list_keys = getattr(self.store, "list_keys", None)
         if not callable(list_keys):
             return []
@@ -738,6 +803,13 @@ class Bridge:
             entry = self._request(name)
             if entry is None or entry.get("answered"):
                 self._delete(key)
+                continue
+            if entry.get("deferred") and (now > entry["deadline"] or not self._mates_in_flight(entry)):
+                try:  # a deferred error answer whose mates are all answered (a release that failed), or at its budget
+                    answered.append(self._answer_deferred(entry))
+                except Exception as exc:
+                    logger.exception("sweep: answering %s failed", name)
+                    failures.append(exc)
                 continue
             if now <= entry["deadline"]:
                 ages.append(

@@ -235,8 +235,9 @@ class BridgeConfig(DeferredModel):
       last ``_N`` (inferred from Nova's ids, not documented). An id it does not match is a group of its own.
     * ``range_mapping``: ``linear`` maps the reward's own [min, max] onto ``rewards.range``; ``clip`` keeps
       the raw aggregate and clips it into the range.
-    * ``error_reward``: what an unscorable rollout answers: ``neutral`` (the mean of the scores already answered
-      for the scored rollouts of its group, mid-range when none is answered yet: :func:`error_score`), ``zero``
+    * ``error_reward``: what an unscorable rollout answers: ``neutral`` (the mean of the scores answered for the
+      scored rollouts of its group, sent once its running group-mates are answered or at its budget, mid-range when
+      none is scored: :func:`error_score`), ``zero`
       (the mapped value of an aggregate of 0, clipped), or ``fail_batch`` (answer nothing: Nova's ``rollout.timeout``
       fails the training job, for users who prefer a failed job to a substituted reward). Every error
       answer carries ``reward_error`` = 1 and ``error_<kind>`` = 1 in its metrics.
@@ -384,10 +385,10 @@ def error_score(
 ) -> float | None:
     """The score an unscorable rollout answers with; ``None`` for ``fail_batch`` (answer nothing).
 
-    ``neutral``: the mean of ``group_scores`` (the answers already sent to the scored rollouts of the same GRPO group,
-    in this range), so the error's advantage is about 0 as in the single-turn path
-    (:func:`rewardpipe.single_turn.apply_error_reward`); the middle of ``target`` only when the group has no scored
-    rollout yet (a rollout is answered alone, when it ends: the group-mates still running are not known then)."""
+    ``neutral``: the mean of ``group_scores`` (the answers sent to the scored rollouts of the same GRPO group, in this
+    range; the bridge holds the error answer until its running group-mates are answered, up to its budget), so the
+    error's advantage is about 0 as in the single-turn path (:func:`rewardpipe.single_turn.apply_error_reward`); the
+    middle of ``target`` only when the group has no scored rollout."""
     if config.error_reward == "fail_batch":
         return None
     if config.error_reward == "zero":
