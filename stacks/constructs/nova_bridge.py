@@ -358,11 +358,12 @@ class NovaBridge(Construct):
             iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions])
         )
         # Answers: an error record (a conditional write that reads back what it lost to), the response, the
-        # in-flight marker removed (nova/due/), and the answer's claim (nova/answers/) released when its write or
-        # send failed, so that the retry answers at once rather than after the claim goes stale.
+        # in-flight marker removed (nova/due/), the answer's claim (nova/answers/) released when its write or
+        # send failed, so that the retry answers at once rather than after the claim goes stale, and a held error
+        # answer's marker (nova/deferred/) removed once it is sent.
         for fn in (self.intake, self.responder, self.sweeper):
             self.rollout_responses.grant_send_messages(fn)
-            for removed in ("due/", "answers/"):
+            for removed in ("due/", "answers/", "deferred/"):
                 grant_objects(fn, bucket.bucket_arn, f"{NOVA_PREFIX}{removed}", ["s3:DeleteObject"])
         for fn in (self.intake, self.sweeper):
             grant_prefix(fn, bucket.bucket_arn, run_records, read=True, write=True)

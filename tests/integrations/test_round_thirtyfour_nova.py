@@ -220,7 +220,7 @@ def test_the_groups_first_error_waits_for_its_running_mates_and_answers_their_me
     assert bridge.respond(a["execution"], "FAILED", None)["status"] == "already_answered"
 
 
-def test_a_held_error_answer_is_sent_by_the_sweeper_at_its_deadline_or_once_its_release_failed():
+def test_a_held_error_answer_is_sent_by_the_sweeper_at_its_deadline_with_what_is_scored():
     from tests.integrations.nova.test_nova_contract import _in_flight
 
     bridge, clock = _bridge(sfn=FakeSfn())
@@ -228,18 +228,52 @@ def test_a_held_error_answer_is_sent_by_the_sweeper_at_its_deadline_or_once_its_
     bridge.respond(a["execution"], "FAILED", None)
     bridge.sweep()  # b and c run, within the budget: still held
     assert _answers(bridge) == {}
-    # b is answered but the release of a's answer fails (throttled): the next sweep sends it, c still running.
-    real = bridge._answer_deferred
-    bridge._answer_deferred = lambda entry: (_ for _ in ()).throw(RuntimeError("SlowDown"))
     bridge.respond(b["execution"], "SUCCEEDED", _scored(1.6))
-    assert "q-3_0" not in _answers(bridge)
-    bridge._answer_deferred = real
     bridge.sweep()
     assert "q-3_0" not in _answers(bridge)  # c still runs, the deadline is not reached: held
     clock["now"] = a["deadline"] + 61  # past the budget: the held answer goes with what is scored (b's 1.0)
     bridge.sweep()
     answers = _answers(bridge)
     assert answers["q-3_0"] == pytest.approx(1.0) and "q-3_2" in answers  # c timed out and was answered too
+    assert bridge.store.list_keys("nova/deferred/") == []
+
+
+def test_a_held_answer_whose_release_failed_is_sent_by_the_next_sweep_not_at_its_deadline():
+    from tests.integrations.nova.test_nova_contract import _in_flight
+
+    bridge, clock = _bridge(sfn=FakeSfn())
+    a, b = (_in_flight(bridge, clock, f"w-3_{i}") for i in range(2))
+    bridge.respond(a["execution"], "FAILED", None)
+    real = bridge._answer_deferred
+    bridge._answer_deferred = lambda entry: (_ for _ in ()).throw(RuntimeError("SlowDown"))
+    bridge.respond(b["execution"], "SUCCEEDED", _scored(1.6))  # the release of a's answer fails (throttled)
+    assert "w-3_0" not in _answers(bridge)
+    bridge._answer_deferred = real
+    clock["now"] += 60  # the next sweep, minutes before a's deadline
+    assert clock["now"] < a["deadline"]
+    bridge.sweep()
+    assert _answers(bridge)["w-3_0"] == pytest.approx(1.0)
+    assert bridge.store.list_keys("nova/deferred/") == []
+
+
+def test_a_mate_answered_while_the_error_was_being_held_never_leaves_it_waiting():
+    """The last running mate answered between the error's look at its mates and its filing as held: the mate's
+    release did not see it, and it waited for the sweeper at its deadline. It looks again once filed."""
+    from tests.integrations.nova.test_nova_contract import _in_flight
+
+    bridge, clock = _bridge(sfn=FakeSfn())
+    a, b = (_in_flight(bridge, clock, f"m-3_{i}") for i in range(2))
+    bridge.respond(b["execution"], "SUCCEEDED", _scored(1.6))
+    looks = {"n": 0}
+    real = bridge._mates_in_flight
+
+    def first_look_sees_b_running(entry):
+        looks["n"] += 1
+        return [b["execution"]] if looks["n"] == 1 else real(entry)
+
+    bridge._mates_in_flight = first_look_sees_b_running
+    assert bridge.respond(a["execution"], "FAILED", None)["status"] == "answered"
+    assert _answers(bridge)["m-3_0"] == pytest.approx(1.0)
 
 
 def test_an_error_with_no_mate_running_and_other_policies_are_answered_at_once():

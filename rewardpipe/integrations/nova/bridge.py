@@ -636,15 +636,43 @@ class Bridge:
             return False
         held = {k: v for k, v in entry.items() if k != "_key"}
         self.store.put_json(entry["_key"], {**held, "deferred": {"error": error.model_dump(mode="json")}})
-        self.store.put_json(f"{self._group_prefix(entry, 'deferred')}{entry['execution']}.json", {})
-        return True
+        self.store.put_json(self._deferred_key(entry), {})
+        # Checked again once filed: a mate answered meanwhile marked itself answered before it looked for held
+        # answers, so it either saw this one (and sends it) or is seen answered here (and this one goes now); when
+        # both, the answer's claim lets one of them send it.
+        return bool(self._mates_in_flight(entry))
+
+    def _deferred_key(self, entry: dict[str, Any]) -> str:
+        return f"{self._group_prefix(entry, 'deferred')}{entry['execution']}.json"
 
     def _answer_deferred(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Send a deferred error answer now, with the mean of its group's scores answered by now."""
         error = ErrorInfo.model_validate((entry.get("deferred") or {}).get("error") or {})
         request = RolloutRequest(sample_id=entry["sample_id"], rewards={"range": entry["range"]})
         entry = {k: v for k, v in entry.items() if k != "deferred"}
-        return self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error, final=True)
+        out = self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error, final=True)
+        self._delete(self._deferred_key(entry))
+        return out
+
+    def _sweep_deferred(self) -> tuple[list[dict[str, Any]], list[Exception]]:
+        """The held error answers whose mates are all answered by now (their release failed): sent. Only held answers
+        are filed under ``nova/deferred/`` (each is removed once sent), so this costs as many reads as are held."""
+        answered: list[dict[str, Any]] = []
+        failures: list[Exception] = []
+        for key in self.store.list_keys(f"{PREFIX}deferred/"):
+            execution = key.rsplit("/", 1)[-1].removesuffix(".json")
+            held = self._request(execution) if _is_execution_name(execution) else None
+            if held is None or held.get("answered") or not held.get("deferred"):
+                self._delete(key)
+                continue
+            if self._mates_in_flight(held):
+                continue
+            try:
+                answered.append(self._answer_deferred(held))
+            except Exception as exc:
+                logger.exception("sweep: answering %s failed", execution)
+                failures.append(exc)
+        return answered, failures
 
     def _release_deferred(self, entry: dict[str, Any]) -> None:
         """After ``entry``'s answer: send the deferred error answers of its group and round that wait for no running
@@ -790,8 +818,8 @@ class Bridge:
         Returns ``{"answered": [...], "in_flight": n, "oldest_unanswered_s": age}``."""
         now = self.clock()
         now_minute = int(now // 60)
-        answered, ages = [], []
-        failures: list[Exception] = []
+        answered, failures = self._sweep_deferred()
+        ages: list[float] = []
         for key in self.store.list_keys(f"{PREFIX}due/"):
             marker = self._parse_due(key)
             if marker is None:
@@ -804,8 +832,8 @@ class Bridge:
             if entry is None or entry.get("answered"):
                 self._delete(key)
                 continue
-            if entry.get("deferred") and (now > entry["deadline"] or not self._mates_in_flight(entry)):
-                try:  # a deferred error answer whose mates are all answered (a release that failed), or at its budget
+            if entry.get("deferred") and now > entry["deadline"]:
+                try:  # a held error answer at its budget: sent with what is scored by now
                     answered.append(self._answer_deferred(entry))
                 except Exception as exc:
                     logger.exception("sweep: answering %s failed", name)
