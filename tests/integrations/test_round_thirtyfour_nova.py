@@ -287,3 +287,25 @@ def test_an_error_with_no_mate_running_and_other_policies_are_answered_at_once()
     bridge.config = BridgeConfig(rollout_budget_s=480.0, error_reward="zero")
     a, _ = (_in_flight(bridge, clock, f"z-1_{i}") for i in range(2))
     assert bridge.respond(a["execution"], "FAILED", None)["status"] == "answered"
+
+
+def test_a_tool_call_holding_nan_ends_the_turn_as_a_named_policy_error_not_an_output_step_functions_refuses():
+    """Python's json reads NaN: a tool call's arguments holding one were sent to SendTaskSuccess as text that is no
+    JSON, which Step Functions refuses (InvalidOutput): the response failed until it was dead-lettered and the rollout
+    waited out its budget, answered as a timeout. It now ends the turn at once as a policy_error naming it."""
+    bridge, _ = _bridge(sfn=FakeSfn())
+    step = _waiting_step(bridge)
+    call = '{"id": "1", "type": "function", "function": {"name": "f", "arguments": {"v": NaN}}}'
+    body = (
+        f'{{"version": "v0", "sample_id": "s-000_0", "step_id": "{step}", "data": {{"choices": [{{"message": '
+        f'{{"content": "x", "tool_calls": [{call}]}}, "finish_reason": "tool_calls"}}]}}}}'
+    )
+    assert bridge.route_response(body)["status"] == "failed"
+    assert bridge.sfn.successes == []
+    (failure,) = bridge.sfn.failures
+    assert "NaN" in failure["cause"]
+    # A logprob of -Infinity elsewhere in the response is no part of the turn: still delivered.
+    step = _waiting_step(bridge, "s-000_1")
+    body = json.loads(_response(step, "fine", "stop", sample_id="s-000_1"))
+    text = json.dumps(body).replace('"finish_reason": "stop"}', '"finish_reason": "stop", "logprobs": -Infinity}', 1)
+    assert "-Infinity" in text and bridge.route_response(text)["status"] == "delivered"

@@ -185,6 +185,8 @@ class GenerateResponse(DeferredModel):
         none); ``{"filtered": True}`` when a content filter or a refusal took the text's place. EndpointError when
         the reply holds no turn (no message, a text that is no text, a ``finish_reason`` saying the generation
         failed or one not known: :meth:`finish_problem`): the rollout's ``policy_error``."""
+        import json
+
         from rewardpipe.openai_client import ContentFiltered, EndpointError, NoTextBeforeLimit, choice_message
 
         problem = self.finish_problem(accepted_finish_reasons)
@@ -200,6 +202,13 @@ class GenerateResponse(DeferredModel):
             return {"text": "", "tool_calls": None}
         except ContentFiltered:
             return {"filtered": True}
+        try:  # what the turn hands Step Functions must be JSON: a NaN or an infinity (Python's json reads them) is not
+            json.dumps(message["tool_calls"], allow_nan=False)
+        except ValueError:
+            raise EndpointError(
+                f"Nova's generate response for step {self.step_id}: its tool calls hold a number JSON cannot carry "
+                "(NaN or an infinity)"
+            ) from None
         return {"text": message["content"], "tool_calls": message["tool_calls"]}
 
 
