@@ -309,3 +309,20 @@ def test_a_tool_call_holding_nan_ends_the_turn_as_a_named_policy_error_not_an_ou
     body = json.loads(_response(step, "fine", "stop", sample_id="s-000_1"))
     text = json.dumps(body).replace('"finish_reason": "stop"}', '"finish_reason": "stop", "logprobs": -Infinity}', 1)
     assert "-Infinity" in text and bridge.route_response(text)["status"] == "delivered"
+
+
+# --------------------------------------------------------------------------------------------------
+# rewardpipe nova simulate, read literally
+
+
+def test_a_simulation_whose_every_rollout_errs_is_not_ok():
+    """A deployment answering every sample with an error answer (its tasks never uploaded to tasks/nova/, as the
+    guide did not say to) passed `rewardpipe nova simulate` (exit 0): each sample had one in-range response."""
+    from rewardpipe.integrations.nova.trainer_sim import SimulationReport
+
+    def report(stop_reason: str) -> SimulationReport:
+        responses = {"s_0": {"sample_id": "s_0", "stop_reason": stop_reason, "rewards": {"aggregate_score": 0.5}}}
+        return SimulationReport(["s_0"], responses, [], [], [], 1.0)
+
+    assert report("end_of_conversation").ok
+    assert not report("error").ok and report("error").errored == ["s_0"]

@@ -174,8 +174,15 @@ class SimulationReport:
     seconds: float
 
     @property
+    def errored(self) -> list[str]:
+        """The samples answered with an error answer (any ``stop_reason`` but ``end_of_conversation``): the scripted
+        strategies are all scorable, so on a working deployment there is none (a task not uploaded to
+        ``tasks/nova/``, a broken sandbox or reward answers every sample, in range, with ``error``)."""
+        return [sid for sid, response in self.responses.items() if response.get("stop_reason") != "end_of_conversation"]
+
+    @property
     def ok(self) -> bool:
-        return not (self.missing or self.duplicates or self.out_of_range)
+        return not (self.missing or self.duplicates or self.out_of_range or self.errored)
 
 
 def simulate(
