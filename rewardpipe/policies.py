@@ -323,14 +323,23 @@ def chat_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     or one whose id the environment made up, was answered by such a message, and the next request failed: a model
     about to fail its task made its rollout an excluded ``policy_error`` by writing its call as text (round
     twenty-five). Such a result is sent as the user's message instead (what a model without a tool parser reads),
-    merged with the user's messages beside it so the roles still alternate."""
+    merged with the user's messages beside it so the roles still alternate.
+
+    And each id once (round thirty-four): OpenAI refuses a request that lists an id twice ("Duplicate value for
+    'tool_call_id'"), and a tool parser taking ids from the model's text lets two calls share one. A call whose id an
+    earlier call of the request has is not sent back, and a tool message answering an id already answered is sent as
+    text: every id is listed once in the whole request and answered by exactly one tool message after it."""
     out = [chat_message(m) for m in messages]
-    sent_calls: set[Any] = set()  # the ids of the calls the latest assistant turn carries, as sent back
+    sent_calls: set[Any] = set()  # the ids of the latest assistant turn's calls, as sent back, not yet answered
+    listed: set[str] = set()  # the ids of every call sent back so far
     as_user: set[int] = set()
     for index, message in enumerate(messages):
-        if message.role == "tool" and message.tool_call_id not in sent_calls:
-            out[index] = {"role": "user", "content": _tool_result_text(message)}
-            as_user.add(index)
+        if message.role == "tool":
+            if message.tool_call_id in sent_calls:
+                sent_calls.discard(message.tool_call_id)  # answered: a second answer goes as text
+            else:
+                out[index] = {"role": "user", "content": _tool_result_text(message)}
+                as_user.add(index)
         if message.role != "assistant":
             continue
         sent_calls = set()
@@ -345,11 +354,11 @@ def chat_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         # Only a text id can be answered (a tool message's tool_call_id is text); a list or an object as the id (an
         # endpoint's, or a parser's taking it from the model's output) is not even hashable: asked of the set, it
         # failed the rollout's next request ("unhashable type"), an excluded policy_error of the model's making.
-        kept = [
-            call
-            for call in message.tool_calls
-            if isinstance(call, dict) and isinstance(call.get("id"), str) and call["id"] in answered
-        ]
+        kept = []
+        for call in message.tool_calls:
+            if isinstance(call, dict) and isinstance(call.get("id"), str) and call["id"] in answered - listed:
+                kept.append(call)
+                listed.add(call["id"])
         sent_calls = {call["id"] for call in kept}
         if len(kept) != len(message.tool_calls):
             if kept:

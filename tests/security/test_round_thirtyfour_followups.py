@@ -1,0 +1,83 @@
+"""Round thirty-four, follow-ups of the review of the built-in rewards and environments.
+
+F1. ``chat_messages`` kept every call of an assistant turn whose id a tool message answered: two calls of one turn
+sharing an id (a tool parser taking ids from the model's text) were both sent back, the id listed twice, and OpenAI
+refuses such a request (HTTP 400, "Duplicate value for 'tool_call_id'"): a failing rollout became an excluded
+policy_error. Each id is now listed once in the whole request and answered by one tool message after it; any other
+result goes as the user's text (as a result of no listed call does).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import pairwise
+
+import pytest
+
+from rewardpipe.bedrock import converse_request
+from rewardpipe.envs.tool_call import ENVIRONMENT, ToolCallTask
+from rewardpipe.episode import converse, start_episode
+from rewardpipe.models import Message
+from rewardpipe.policies import ScriptedPolicy, chat_messages
+from tests.envs.test_round_thirtyfour_envs import WORLD, _calls
+
+
+def _assert_consistent(sent):
+    """OpenAI's rules for a request: every id listed once in it, every listed call answered by exactly one tool
+    message after its assistant message and before the next, every tool message answering a listed call."""
+    listed = Counter(call["id"] for m in sent if m["role"] == "assistant" for call in m.get("tool_calls") or [])
+    assert all(count == 1 for count in listed.values()), listed
+    pending: set[str] = set()
+    for message in sent:
+        if message["role"] == "assistant":
+            assert not pending, pending  # every call of the turn before was answered
+            pending = {call["id"] for call in message.get("tool_calls") or []}
+        elif message["role"] == "tool":
+            assert message["tool_call_id"] in pending, message
+            pending.discard(message["tool_call_id"])
+    assert not pending, pending
+
+
+def _tool(call_id, content="[]"):
+    return Message(role="tool", content=content, tool_call_id=call_id, name="list_items")
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        # the tool_call environment: a repeat answered under an id of its own
+        [_calls("a", "a"), _tool("a"), _tool("call_1_1"), Message(role="assistant", content="done")],
+        # an environment of one's own answering each call under the id it was given
+        [_calls("a", "a"), _tool("a", "1"), _tool("a", "2"), Message(role="assistant", content="done")],
+        # an id a later turn repeats, answered again
+        [_calls("a"), _tool("a"), _calls("a"), _tool("a"), Message(role="assistant", content="done")],
+        # one call answered twice
+        [_calls("a", "b"), _tool("a"), _tool("b"), _tool("a"), Message(role="assistant", content="done")],
+    ],
+)
+def test_f1_the_request_lists_each_call_id_once_and_answers_it_once(messages):
+    messages = [Message(role="user", content="go"), *messages]
+    sent = chat_messages(messages)
+    _assert_consistent(sent)
+    # nothing the environment said is lost: every result is in the request, as a tool message or as text
+    text = "\n".join(m["content"] for m in sent)
+    for message in messages:
+        if message.role == "tool":
+            assert message.content in text
+    roles = [m["role"] for m in sent]
+    assert ("user", "user") not in set(pairwise(roles)), roles  # one user turn between two of the model's
+
+
+def test_f1_a_tool_call_episode_with_repeated_ids_makes_a_consistent_request_on_both_paths():
+    task = ToolCallTask(task_id="t", prompt="What is in checking?", world=WORLD, expected_answer="100")
+    state = start_episode(task, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="k0")
+    turns = [_calls("x", "x", "y"), _calls("y", "x"), "<answer>100</answer>"]
+    state = converse(state, task, ScriptedPolicy(turns), ENVIRONMENT)
+    sent = chat_messages(state.messages[:-1])
+    _assert_consistent(sent)
+    request = converse_request("anthropic.claude", sent, {})  # the Bedrock path: the same messages, as Converse's
+    roles = [turn["role"] for turn in request["messages"]]
+    assert all(a != b for a, b in pairwise(roles)), roles
+    results = [m.content for m in state.messages if m.role == "tool"]
+    converse_text = "\n".join(block["text"] for turn in request["messages"] for block in turn["content"])
+    assert all(result in converse_text for result in results)
