@@ -11,10 +11,11 @@ Correctness: 1.0 when the marked answer (the last ``#### N``, else the last ``\\
 where LaTeX around the number is allowed: ``\\boxed{\\$42}``; or, failing both, the last number in the text) equals the
 reference numerically, else 0.0. A number is read whole or not at all: one that is part of a fraction, a power,
 an expression, a ratio or a mixed number is no answer. A hedge is no answer either (and the text's last number is
-not read in its place): a box holding two numbers that stand alone, ``\\boxed{41 or 42}``, or a mark's number followed
-on its line by a connective and another, ``#### 41 or 42``. A reference (marked, or a bare string) is read by the same
-rule. An unreadable reference answer is an error (None), never a 0 for every sample, which
-would make the component constant and silently dead.
+not read in its place): a box holding two numbers that stand alone, ``\\boxed{41 or 42}``, or a mark's line holding
+after its number another of another value, set apart as the answer is: ``#### 41 or 42``, ``#### 42 = 41``, ``#### 42
+(41)`` (words and working may follow the answer: ``#### 42 apples``, ``#### 42 (6 x 7)``). A reference (marked, or
+a bare string) is read by the same rule. An unreadable reference answer is an error (None), never a 0 for every
+sample, which would make the component constant and silently dead.
 """
 
 from __future__ import annotations
@@ -77,15 +78,11 @@ _CONTINUING = re.compile(
 # ordinal's suffix. "#### 1. Understand the problem" over a solution ending "\\boxed{42}" was the answer 1 (a mark of
 # "####" wins over a boxed one), so the right answer scored 0 (round twenty-five). Looked at once per mark.
 _NUMBERED_HEADING = re.compile(r"[.)][^\S\r\n]+[^\W\d_]|(?:st|nd|rd|th)\b", re.IGNORECASE)
-# A mark's number followed on its line by a connective and another number is a hedge, no answer: "#### 41 or 42" was
-# 41 (round twenty-eight), as "#### 41 42" and "#### 41, 42" are no answer. Emphasis and an opening bracket may stand
-# around the connective ("#### 42 **or** 41", "#### 42 (or 41)"). Matched once, at the number's end; each repeat
-# takes one character, of a class its neighbours do not take (no repeat inside a repeat: "(?:[*]+ *)*" backtracks
-# exponentially on a line of asterisks), so nothing backtracks.
-_HEDGE = re.compile(
-    r"[^\S\r\n]*(?:[*_(][^\S\r\n]*)*(?:(?:or|and|to|nor|vs|versus)\b\.?|[;|~])[^\S\r\n]*(?:[*_($][^\S\r\n]*)*[-+]?\.?\d",
-    re.IGNORECASE,
-)
+# A single final answer is one number on its mark's line: words may follow it (a unit, a sentence) and so may its
+# working, but another number of another value, set apart as the answer is, makes the mark a hedge, no answer. "####
+# 41 or 42" was 41 (round twenty-eight), and a list of connectives ("or", "and", "to", ...) left "#### 42 = 41",
+# "#### 42 ≈ 41", "#### 42 (41)", "#### 42 and/or 43", "#### 42 … 43", "either", "through", "||" read as 42 (round
+# thirty-four). See _another_answer.
 # Chat-template end tokens a trainer decodes with the text (ChatML's and Llama 3's "<|...|>", DeepSeek's fullwidth
 # "<｜...｜>", "</s>", Gemma's "<end_of_turn>", "<eos>"): at the end of the text they are no part of the answer's line
 # ("#### 42<|im_end|>" had the loose format, 0.5: round twenty-eight). Other tags are ("#### 42<br>" stays loose).
@@ -202,15 +199,38 @@ def _whole_number(text: str, match: re.Match[str], group: int) -> Decimal | None
 def _marked_answer(text: str) -> tuple[bool, Decimal | None]:
     """Whether an answer is marked, and the number it reads (None: none): the last ``#### N``, or failing one the
     last ``\\boxed{...}``. A Markdown heading's numbering (``#### 1. Understand the problem``, ``#### 2) Solve``,
-    ``#### 2nd step``) marks nothing, as ``#### Step 1`` does not. A hedge (``#### 41 or 42``, ``\\boxed{41 or 42}``)
-    is a marked answer that reads no number: the text's last number is not read in its place."""
+    ``#### 2nd step``) marks nothing, as ``#### Step 1`` does not. A hedge (``#### 41 or 42``, ``#### 42 = 41``,
+    ``\\boxed{41 or 42}``) is a marked answer that reads no number: the text's last number is not read in its place."""
     last = None
     for match in _HASH_ANSWER.finditer(text):
         if not _NUMBERED_HEADING.match(text, match.end(1)):
             last = match
     if last is None:
         return _boxed_answer(text)
-    return True, None if _HEDGE.match(text, last.end(1)) else _whole_number(text, last, 1)
+    value = _whole_number(text, last, 1)
+    if value is not None and _another_answer(text, last.start(), last.end(1), value):
+        return True, None
+    return True, value
+
+
+def _another_answer(text: str, mark: int, end: int, value: Decimal) -> bool:
+    """Whether the line of the mark at ``mark``, whose answer ``value`` ends at ``end``, offers another candidate
+    answer: a mark before it on its line (``#### 41 #### 42``), or after it a number of another value that stands
+    alone (no power's, index's or name's digits: ``m^2``, ``x_1``, ``cm2``) and is read whole (no operand of the
+    working: ``#### 42 (6 x 7)``). Linear: each number after the answer is looked at once."""
+    line_start = max(text.rfind("\n", 0, mark), text.rfind("\r", 0, mark)) + 1
+    if text.rfind("####", line_start, mark) >= 0:
+        return True
+    line_end = len(text)
+    for stop in "\r\n":
+        found = text.find(stop, end)
+        if 0 <= found < line_end:
+            line_end = found
+    for number in _ANY_NUMBER.finditer(text, end, line_end):
+        digit = number.start() + len(number[0]) - len(number[0].lstrip("-$"))
+        if _stands_alone(text, digit, end) and _whole_number(text, number, 0) not in (None, value):
+            return True
+    return False
 
 
 def _boxed_answer(text: str) -> tuple[bool, Decimal | None]:
@@ -255,12 +275,16 @@ def _boxed_answer(text: str) -> tuple[bool, Decimal | None]:
 
 
 def _stands_alone(text: str, position: int, start: int) -> bool:
-    """Whether the number at ``position`` (in a box's content from ``start``) is no index, power or part of a name:
-    not straight after ``_``, ``^``, ``_{``, ``^{`` or a letter."""
+    """Whether the number at ``position`` (in a box's content, or a mark's line, from ``start``) is no index, power
+    or part of a name: not straight after a letter, or after ``_``, ``^``, ``_{``, ``^{`` written straight after
+    something (``m^2``, ``x_{1}``; ``_42_`` set apart is Markdown emphasis, and stands alone)."""
     before = text[position - 1] if position > start else ""
-    if before == "{" and position - 1 > start:
-        before = text[position - 2] if text[position - 2] in "^_" else "{"
-    return before not in ("^", "_") and not before.isalpha()
+    if before == "{" and position - 1 > start and text[position - 2] in "^_":
+        position -= 1
+        before = text[position - 1]
+    if before in ("^", "_"):
+        return position - 1 <= start or text[position - 2].isspace()
+    return not before.isalpha()
 
 
 def extracted_answer(text: str) -> Decimal | None:

@@ -10,6 +10,7 @@ result goes as the user's text (as a result of no listed call does).
 from __future__ import annotations
 
 from collections import Counter
+from decimal import Decimal
 from itertools import pairwise
 
 import pytest
@@ -19,6 +20,7 @@ from rewardpipe.envs.tool_call import ENVIRONMENT, ToolCallTask
 from rewardpipe.episode import converse, start_episode
 from rewardpipe.models import Message
 from rewardpipe.policies import ScriptedPolicy, chat_messages
+from rewardpipe.rewards.gsm8k import answer_correct, answer_format, extracted_answer
 from tests.envs.test_round_thirtyfour_envs import WORLD, _calls
 
 
@@ -81,3 +83,70 @@ def test_f1_a_tool_call_episode_with_repeated_ids_makes_a_consistent_request_on_
     results = [m.content for m in state.messages if m.role == "tool"]
     converse_text = "\n".join(block["text"] for turn in request["messages"] for block in turn["content"])
     assert all(result in converse_text for result in results)
+
+
+# F2. gsm8k read a hedge as its first number whenever the words between the two were not on its list of connectives
+# ("or", "and", "to", ...): "#### 42 = 41", "#### 42 ≈ 41", "#### 42 (41)", "#### 42 and/or 43", "#### 42 … 43",
+# "either", "else", "through", "||" were 42. A single final answer is one number on its mark's line: another of another
+# value after it, standing alone (not a power's, an index's or a name's digits) and read whole (not an operand of the
+# working), makes the mark a hedge, which reads none.
+
+HEDGES = [
+    "#### 42 = 41",
+    "#### 42 ≈ 41",
+    "#### 42 (41)",
+    "#### 42 and/or 43",
+    "#### 42 … 43",
+    "#### 42 either 43",
+    "#### 42, else 43",
+    "#### 42 through 43",
+    "#### 42 || 43",
+    "#### 42 => 43",
+    "#### 42 (maybe 43?)",
+    "#### 42 / maybe 43",
+    "#### 42 or _43_",
+    "#### 42 or ٤٣",  # the second in Arabic-Indic digits
+    "#### 41 #### 42",  # two marks on one line
+    "#### 42 dollars and 3 cents is what he kept",  # 42 or 42.03
+    "#### 42 apples, or 41 apples",
+    "#### 42\t41.",
+]
+
+
+@pytest.mark.parametrize("text", HEDGES)
+@pytest.mark.parametrize("reference", ["42", "41", "43"])
+def test_f2_a_hedge_is_no_answer(text, reference):
+    completion = f"Some working with 12 and 30.\n{text}"
+    assert answer_correct(completion, reference) == 0.0
+    assert extracted_answer(completion) is None
+    assert answer_format(completion) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "form"),
+    [
+        ("#### 42.", "42", 0.5),
+        ("#### 42", "42", 1.0),
+        ("#### $42", "42", 1.0),
+        ("#### 42 dollars", "42", 0.5),
+        ("#### 1,234", "1234", 1.0),
+        ("#### 42 m^2", "42", 0.5),  # a power is no second answer
+        ("#### 42 m^{2}", "42", 0.5),
+        ("#### 42 cm2", "42", 0.5),  # nor is a unit's name
+        ("#### 42 [^1]", "42", 0.5),  # nor a footnote's mark
+        ("#### **42**", "42", 0.5),
+        ("#### 42\nStep 3 was the hardest.", "42", 0.5),  # the next line is not the mark's
+        ("6 \\times 7 = \\boxed{42}", "42", 0.5),  # what stands before a box on its line is its working
+        ("\\boxed{42}.", "42", 0.5),
+        ("#### ٤٢", "42", 1.0),
+        ("#### 42 (6 x 7)", "42", 0.5),  # its working
+        ("#### 42 (6 x 7 = 42)", "42", 0.5),  # another number of the same value is the same answer
+        ("#### 42 or _42_", "42", 0.5),
+        ("She pays \\boxed{\\$42} for 3 kids.", "42", 0.5),  # a box's braces hold its answer
+    ],
+)
+def test_f2_a_single_answer_is_read_as_before(text, value, form):
+    completion = f"Some working with 12 and 30.\n{text}"
+    assert extracted_answer(completion) == Decimal(value)
+    assert answer_correct(completion, value) == 1.0
+    assert answer_format(completion) == form
