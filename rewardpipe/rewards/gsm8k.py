@@ -29,6 +29,7 @@ from typing import Any
 from rewardpipe.components import component
 from rewardpipe.models import ErrorInfo, MetricValue
 from rewardpipe.rewards.base import Reward
+from rewardpipe.rewards.numeric import SIGNS, plain_decimal
 from rewardpipe.tagged import GROUPED_DIGITS
 
 _NUMBER = r"-?\$?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
@@ -94,32 +95,6 @@ _LOOKBACK = 16
 # Commas are thousands separators only where they group digits as such (1,234,567, or the Indian 1,00,000):
 # "#### 2,5" (a decimal comma) was 25 and "#### 41,42" (two answers) 4142. Other commas make no number.
 _GROUPED = GROUPED_DIGITS
-# Typographic minus signs are minus signs: "#### −42" was read as 42 (the sign is no "-"), so a negative
-# answer scored correct against the positive reference. So are the other dashes typesetting writes a minus or a range
-# with (round twenty-five: "#### –42" with an en dash was 42, "#### 10–20" 10): the hyphens (U+2010, U+2011), figure
-# and en dashes, the modifier-letter, heavy, superscript, subscript and commercial minus signs. Not the em dash or
-# the horizontal bar: prose sets those against a number as punctuation ("the answer—42").
-_SIGNS = str.maketrans(
-    dict.fromkeys(
-        (
-            "\u2212",
-            "\ufe63",
-            "\uff0d",
-            "\u2010",
-            "\u2011",
-            "\u2012",
-            "\u2013",
-            "\u02d7",
-            "\u2796",
-            "\u207b",
-            "\u208b",
-            "\u2052",
-        ),
-        "-",
-    )
-)
-# And the invisible operators, U+2061 to U+2064 (function application, times, separator, plus), are operators.
-_SIGNS.update(dict.fromkeys(range(0x2061, 0x2065), "*"))
 # Invisible characters (format characters: zero-width spaces and joiners, soft hyphens, bidirectional marks; and
 # combining marks) are no part of what a reader sees: "#### 4\u200b2" shows 42 and was read as 4, and
 # "#### 42\u200b/5" hid its fraction bar (42). They are dropped before anything is read (round twenty-two), but
@@ -139,20 +114,28 @@ def _readable(text: str) -> str:
         text = _LATEX_SEPARATOR.sub(lambda match: "," if match[0] == "{,}" else " ", text)
     if text.isascii():
         return text
-    text = text.translate(_SIGNS)
+    text = text.translate(SIGNS)
     return "".join(char for char in text if char.isascii() or unicodedata.category(char) not in _INVISIBLE)
 
 
 def to_decimal(text: str) -> Decimal | None:
-    cleaned = text.replace(",", "").replace("$", "").strip().rstrip(".")
+    """The number ``text`` is, read as every built-in reads one (:func:`rewardpipe.rewards.numeric.plain_decimal`:
+    digits of any script, a typographic minus sign; no exponent, "NaN" or "Infinity"), its commas dropped (the
+    grouping rule is _whole_number's)."""
+    cleaned = text.replace(",", "").strip()
     if cleaned.startswith("-"):  # "- 42", a minus sign spaced from its number (a mark's)
         cleaned = "-" + cleaned[1:].lstrip()
+    return plain_decimal(cleaned)
+
+
+def _number_value(reference: numbers.Real | Decimal) -> Decimal | None:
+    """A reference given as a number: any real number (a dataset's numeric column read with numpy or pandas gives
+    numpy.int64, no int; a JSON parser's parse_float, Decimal), its exponent allowed (``1e-05``). "NaN"/"Infinity"
+    are no answer: a NaN reference would score every sample 0.0 instead of being reported as unreadable."""
     try:
-        value = Decimal(cleaned)
+        value = Decimal(str(reference))
     except (InvalidOperation, ValueError):
         return None
-    # "NaN"/"Infinity" parse as Decimals but are no answer: a NaN reference would score every sample 0.0
-    # (and a signalling NaN raises on comparison) instead of being reported as unreadable.
     return value if value.is_finite() else None
 
 
@@ -166,9 +149,7 @@ def reference_value(reference: Any) -> Decimal | None:
     if isinstance(reference, bool) or reference is None:
         return None
     if isinstance(reference, (numbers.Real, Decimal)):
-        # Any real number: a dataset's numeric column read with numpy or pandas gives numpy.int64 (no int)
-        # and Decimal comes from a JSON parser's parse_float; read as text, they were unreadable references.
-        return to_decimal(str(reference))
+        return _number_value(reference)
     if isinstance(reference, str):
         reference = _readable(reference)
         # Read whole, as an answer is: "#### 1/2" is an unreadable reference (an error), not 1; and so is a bare

@@ -17,6 +17,7 @@ import pytest
 
 from rewardpipe.bedrock import converse_request
 from rewardpipe.envs.tool_call import ENVIRONMENT, ToolCallTask
+from rewardpipe.envs.tool_call.tasks import answers_match
 from rewardpipe.episode import converse, start_episode
 from rewardpipe.models import Message
 from rewardpipe.policies import ScriptedPolicy, chat_messages
@@ -150,3 +151,48 @@ def test_f2_a_single_answer_is_read_as_before(text, value, form):
     assert extracted_answer(completion) == Decimal(value)
     assert answer_correct(completion, value) == 1.0
     assert answer_format(completion) == form
+
+
+# F3. tool_call compared answers as numbers only when both were ASCII digits: "١٢٠٠٠" (Arabic-Indic), "−12000" (a
+# typographic minus sign), "$12,000" missed a goal of 12000 while gsm8k read each as the number it is. Both built-ins
+# read a number with one reader (rewardpipe.rewards.numeric), so what one takes for a number the other does too.
+
+ANSWERS = [
+    "12000",
+    "١٢٠٠٠",  # Arabic-Indic
+    "۱۲۰۰۰",  # Extended Arabic-Indic
+    "१२०००",  # Devanagari
+    "١٢,٠٠٠",
+    "１２０００",  # full-width
+    "12,000",
+    "$12,000",
+    "12000.00",
+    "12000.",
+    "-12000",
+    "−12000",  # a typographic minus sign
+    "–12000",  # an en dash
+    "1.2e4",
+    "12 000",
+    "12,00",
+    "12000²",
+    "nan",
+]
+
+
+@pytest.mark.parametrize("answer", ANSWERS)
+@pytest.mark.parametrize("expected", ["12000", "-12000", "١٢٠٠٠"])
+def test_f3_gsm8k_and_tool_call_read_the_same_numbers(answer, expected):
+    gsm8k = answer_correct(f"#### {answer}", expected)
+    assert answers_match(answer, expected) is (gsm8k == 1.0), (answer, expected, gsm8k)
+
+
+@pytest.mark.parametrize("answer", ["١٢٠٠٠", "−12000", "$12,000", "١٢,٠٠٠"])
+def test_f3_a_number_in_other_digits_or_signs_reaches_a_tool_call_goal(answer):
+    expected = "-12000" if answer.startswith("−") else "12000"
+    assert answers_match(answer, expected)
+    assert answers_match(expected, answer)
+
+
+def test_f3_no_other_number_matches():
+    for answer in ["١٢٠٠١", "12,00", "1200", "١٢٠٠٠١", "12000 or 12001"]:
+        assert not answers_match(answer, "12000"), answer

@@ -10,7 +10,6 @@ rows are never shipped with the code.
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
+from rewardpipe.rewards.numeric import plain_decimal
 from rewardpipe.tagged import GROUPED_DIGITS, plain_content
 
 BUNDLED_TASKS = Path(__file__).resolve().parents[2] / "data" / "tool_call_tasks.jsonl"
@@ -67,18 +67,15 @@ def normalise_answer(text: Any) -> str:
     return answer.replace(",", "") if _GROUPED_NUMBER.fullmatch(answer) else answer
 
 
-# A plain decimal number, whole: a sign, digits, a decimal part. No exponent ("1e999"), no "nan" or "inf": those are
-# compared as text, so no reading of a hostile answer can overflow, take time or equal everything.
-_PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)", re.ASCII)
-
-
 def answers_match(given: Any, expected: Any) -> bool:
     """Whether a final answer is the expected one: both read by :func:`normalise_answer`, then compared as numbers
-    when both are plain decimal numbers (``12000.00`` is ``12000``, ``1,234.5`` is ``1234.50``), else as text.
-    Compared as text, an honest ``12000.00`` missed a goal of ``12000``."""
+    when both are plain decimal numbers as every built-in reads one (:func:`rewardpipe.rewards.numeric.plain_decimal`:
+    ``12000.00`` is ``12000``, ``1,234.5`` is ``1234.50``, ``١٢٠٠٠`` in Arabic-Indic digits is ``12000``, ``−5`` with a
+    typographic minus sign is ``-5``, ``$12,000`` is ``12000``; no exponent, so no reading of a hostile answer can
+    overflow, take time or equal everything), else as text. Compared as text, an honest ``12000.00`` missed a goal of
+    ``12000``, and (round thirty-four) ``١٢٠٠٠`` one that gsm8k would have read as met."""
     left, right = normalise_answer(given), normalise_answer(expected)
     if left == right:
         return True
-    if _PLAIN_NUMBER.fullmatch(left) and _PLAIN_NUMBER.fullmatch(right):
-        return Decimal(left) == Decimal(right)  # exact: at most MAX_ANSWER_CHARS digits, no exponent to expand
-    return False
+    left_number, right_number = plain_decimal(left), plain_decimal(right)
+    return left_number is not None and left_number == right_number
