@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import numbers
 import re
-import unicodedata
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from rewardpipe.components import component
 from rewardpipe.models import ErrorInfo, MetricValue
 from rewardpipe.rewards.base import Reward
-from rewardpipe.rewards.numeric import SIGNS, plain_decimal
+from rewardpipe.rewards.numeric import plain_decimal, readable
 from rewardpipe.tagged import GROUPED_DIGITS
 
 _NUMBER = r"-?\$?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
@@ -95,11 +94,6 @@ _LOOKBACK = 16
 # Commas are thousands separators only where they group digits as such (1,234,567, or the Indian 1,00,000):
 # "#### 2,5" (a decimal comma) was 25 and "#### 41,42" (two answers) 4142. Other commas make no number.
 _GROUPED = GROUPED_DIGITS
-# Invisible characters (format characters: zero-width spaces and joiners, soft hyphens, bidirectional marks; and
-# combining marks) are no part of what a reader sees: "#### 4\u200b2" shows 42 and was read as 4, and
-# "#### 42\u200b/5" hid its fraction bar (42). They are dropped before anything is read (round twenty-two), but
-# for the invisible operators ("#### 4\u20622" is 4 times 2).
-_INVISIBLE = frozenset({"Cf", "Mn", "Me"})
 # LaTeX writes a grouping comma as "{,}" and spaces digits with "\," "\;" "\:" "\!" "\ " or "~": "#### 1{,}000" was 1
 # and "\boxed{1{,}000}" 0 (its last group), so a wrong answer scored correct against 1 or 0 and the right one 0
 # (round twenty-five). Between digits, "{,}" is the comma it prints and the spacing commands are spaces, so the
@@ -108,14 +102,12 @@ _LATEX_SEPARATOR = re.compile(r"(?<=\d)(?:\{,\}|\\[,;:! ]|~)(?=\d)")
 
 
 def _readable(text: str) -> str:
-    """``text`` as the answer readers read it: typographic minus signs are minus signs, LaTeX digit separators are
-    the comma or space they print, invisible characters go. One look at each character."""
+    """``text`` as the answer readers read it: LaTeX digit separators are the comma or space they print, then as
+    :func:`rewardpipe.rewards.numeric.readable` reads it (typographic minus signs are minus signs, full-width forms
+    ASCII, invisible characters go). One look at each character."""
     if "{" in text or "\\" in text or "~" in text:
         text = _LATEX_SEPARATOR.sub(lambda match: "," if match[0] == "{,}" else " ", text)
-    if text.isascii():
-        return text
-    text = text.translate(SIGNS)
-    return "".join(char for char in text if char.isascii() or unicodedata.category(char) not in _INVISIBLE)
+    return readable(text)
 
 
 def to_decimal(text: str) -> Decimal | None:

@@ -176,6 +176,9 @@ ANSWERS = [
     "12,00",
     "12000²",
     "nan",
+    "１２，０００",
+    "１２０００．００",
+    "12000\u0301",
 ]
 
 
@@ -196,3 +199,23 @@ def test_f3_a_number_in_other_digits_or_signs_reaches_a_tool_call_goal(answer):
 def test_f3_no_other_number_matches():
     for answer in ["١٢٠٠١", "12,00", "1200", "١٢٠٠٠١", "12000 or 12001"]:
         assert not answers_match(answer, "12000"), answer
+
+
+# F4 (found looking for more of F2 and F3). gsm8k read full-width forms (what a CJK input method types) as no
+# operators: "#### 42／42" (a fraction, 1) and "#### 42 － 42" (0) were 42, so a wrong answer scored correct; and
+# "#### １２，０００" read no number, where tool_call read 12000. The shared reader takes full-width forms as the
+# ASCII they stand for, as tool_call's answers always were.
+
+
+@pytest.mark.parametrize("text", ["#### 42／42", "#### ４２／４２", "#### 42 － 42", "#### 42＊1", "#### 42＾1"])
+def test_f4_a_full_width_operator_makes_no_answer_of_its_operand(text):
+    assert answer_correct(f"Working.\n{text}", 42) == 0.0
+    assert extracted_answer(text) is None
+
+
+@pytest.mark.parametrize(
+    ("mark", "number", "value"), [("####", "１２，０００", 12000), ("####", "１２．５", "12.5"), ("＃＃＃＃", "42", 42)]
+)
+def test_f4_a_full_width_number_is_read(mark, number, value):
+    assert extracted_answer(f"{mark} {number}") == Decimal(value)
+    assert answers_match(number, str(value))
