@@ -174,26 +174,28 @@ def _marked_answer(text: str) -> tuple[bool, Decimal | None]:
     last ``\\boxed{...}``. A Markdown heading's numbering (``#### 1. Understand the problem``, ``#### 2) Solve``,
     ``#### 2nd step``) marks nothing, as ``#### Step 1`` does not. A hedge (``#### 41 or 42``, ``#### 42 = 41``,
     ``\\boxed{41 or 42}``) is a marked answer that reads no number: the text's last number is not read in its place."""
-    last = None
+    last = previous = None
     for match in _HASH_ANSWER.finditer(text):
         if not _NUMBERED_HEADING.match(text, match.end(1)):
-            last = match
+            last, previous = match, last
     if last is None:
         return _boxed_answer(text)
     value = _whole_number(text, last, 1)
-    if value is not None and _another_answer(text, last.start(), last.end(1), value):
+    if value is not None and _another_answer(text, last, previous, value):
         return True, None
     return True, value
 
 
-def _another_answer(text: str, mark: int, end: int, value: Decimal) -> bool:
-    """Whether the line of the mark at ``mark``, whose answer ``value`` ends at ``end``, offers another candidate
-    answer: a mark before it on its line (``#### 41 #### 42``), or after it a number of another value that stands
-    alone (no power's, index's or name's digits: ``m^2``, ``x_1``, ``cm2``) and is read whole (no operand of the
-    working: ``#### 42 (6 x 7)``). Linear: each number after the answer is looked at once."""
-    line_start = max(text.rfind("\n", 0, mark), text.rfind("\r", 0, mark)) + 1
-    if text.rfind("####", line_start, mark) >= 0:
-        return True
+def _another_answer(text: str, last: re.Match[str], previous: re.Match[str] | None, value: Decimal) -> bool:
+    """Whether the line of the last mark, whose answer reads ``value``, offers another candidate answer: the mark
+    before it (``previous``) on its line reading another value (``#### 41 #### 42``), or after its answer a number of
+    another value that stands alone (no power's, index's or name's digits: ``m^2``, ``x_1``, ``cm2``) and is read
+    whole (no operand of the working: ``#### 42 (6 x 7)``). Linear: each number after the answer is looked at once."""
+    end = last.end(1)
+    if previous is not None:
+        between = text[previous.end(1) : last.start()]
+        if "\n" not in between and "\r" not in between and _whole_number(text, previous, 1) != value:
+            return True  # a mark of another value on the last one's line
     line_end = len(text)
     for stop in "\r\n":
         found = text.find(stop, end)

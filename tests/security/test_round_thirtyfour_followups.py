@@ -219,3 +219,8 @@ def test_f4_a_full_width_operator_makes_no_answer_of_its_operand(text):
 def test_f4_a_full_width_number_is_read(mark, number, value):
     assert extracted_answer(f"{mark} {number}") == Decimal(value)
     assert answers_match(number, str(value))
+
+
+@pytest.mark.parametrize(("text", "value"), [("######## 42", 42), ("#### 42 #### 42", 42), ("#### 41\n#### 42", 42)])
+def test_f2_marks_on_one_line_of_one_value_are_one_answer(text, value):
+    assert extracted_answer(text) == value
