@@ -46,7 +46,7 @@ def simulate_cmd(
 ) -> None:
     """Send rollout requests like a Nova training job (invoking the rollout proxy Lambda), answer its generate
     requests with scripted turns, and check one in-range rollout response per sample arrives. Exit 1 if any is
-    missing, duplicated or out of range."""
+    missing, duplicated, out of range or an error answer."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -73,6 +73,7 @@ def simulate_cmd(
                 "missing": report.missing,
                 "duplicates": report.duplicates,
                 "out_of_range": report.out_of_range,
+                "errored": report.errored,
             }
         )
     else:
@@ -90,6 +91,7 @@ def simulate_cmd(
         for problem, items in (
             ("missing", report.missing),
             ("out of range", report.out_of_range),
+            ("answered with stop_reason error (see the bridge's logs and the records' errors)", report.errored),
             ("duplicate responses", [d.get("sample_id") for d in report.duplicates]),
         ):
             if items:
