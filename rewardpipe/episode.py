@@ -498,6 +498,75 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], bef
     return new
 
 
+_BASE_FIELDS = frozenset(EpisodeState.model_fields)
+
+
+def _same_in_json(value: Any, again: Any) -> bool:
+    """Whether ``again`` (read back from JSON) is ``value``: a list for a tuple is the same (the state model's
+    own validation makes it one), a list for a set is not (code doing ``state.seen | {x}`` fails on it)."""
+    if isinstance(value, (list, tuple)) and isinstance(again, (list, tuple)):
+        return len(value) == len(again) and all(map(_same_in_json, value, again))
+    if isinstance(value, dict) and isinstance(again, dict):
+        return value.keys() == again.keys() and all(_same_in_json(value[k], again[k]) for k in value)
+    try:
+        return bool(value == again)
+    except Exception:  # noqa: BLE001 - an object whose == raises (an array's ambiguous truth) is not the same
+        return False
+
+
+def _json_problem(state: EpisodeState, fields: Sequence[str]) -> str | None:
+    """Why ``state`` would not come back as it is from the JSON it is stored as between turns on AWS
+    (``model_dump(mode="json", exclude_none=True)``, read back by the state model), naming the first field that
+    does not; None when it does. Only ``fields`` are compared (the environment's own: the platform checks its)."""
+    import json
+
+    try:
+        text = json.dumps(state.model_dump(mode="json", exclude_none=True), allow_nan=False)
+        again = type(state).model_validate(json.loads(text))
+    except Exception:  # noqa: BLE001 - which field: asked of each below
+        again = None
+    for name in fields:
+        value = getattr(state, name)
+        if again is not None:
+            if _same_in_json(value, getattr(again, name)):
+                continue
+            back = getattr(again, name)
+            kind, read = type(value).__name__, type(back).__name__
+            return f"field {name!r} holds a {kind}, which reads back as a {read} ({back!r:.80})"
+        try:
+            json.dumps(state.model_dump(mode="json", include={name}), allow_nan=False)
+        except ValueError as exc:
+            if "JSON compliant" in str(exc):  # json's own word for NaN and the infinities
+                return f"field {name!r} holds a number JSON cannot hold (NaN or an infinity)"
+            return f"field {name!r} cannot be written as JSON: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+        except Exception as exc:  # noqa: BLE001 - whatever keeps it from being written is the finding
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return f"field {name!r} cannot be written as JSON: {type(exc).__name__}: {first}"
+    if again is None:  # every field writes on its own: the state's own validation refuses what it wrote
+        try:
+            type(state).model_validate_json(state.model_dump_json(exclude_none=True))
+        except Exception as exc:  # noqa: BLE001 - the finding
+            return f"it does not read back: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+def _check_survives_json(state: EpisodeState, env: Environment, hook: str) -> None:
+    """A state a hook returned must survive the JSON round trip it takes between turns on AWS: one holding an
+    object failed there and nowhere locally, a set came back a list and a NaN a None, so `run` and `doctor`
+    scored an environment that behaved otherwise once deployed. Only the environment's own fields are checked
+    (none: nothing to do). Its failure is a :class:`ConversationError`, the rollout's ``simulator_error``."""
+    fields = [name for name in type(state).model_fields if name not in _BASE_FIELDS]
+    problem = _json_problem(state, fields) if fields else None
+    if problem is not None:
+        failure = EpisodeError(
+            f"environment '{env.name}': {hook}() left a state that does not survive JSON (it is stored as JSON "
+            f"between turns on AWS and read back with {type(state).__name__}): {problem}; keep the state's fields "
+            f"JSON values (text, finite numbers, booleans, None, lists and dicts of them, pydantic models), "
+            f"declared with their types on the state model"
+        )
+        raise ConversationError("simulator_error", state, failure, hook_failure(env, hook, failure))
+
+
 def apply_policy_turn(state: EpisodeState, turn: str | Message, env: Environment, task: Any) -> EpisodeState:
     """Append the assistant turn, let the environment say what happens next, and enforce the turn limit."""
     _expect(state, "policy")
@@ -712,10 +781,39 @@ def hook_failure(env: Any, hook: str, exc: BaseException) -> str:
     """The error message of an environment hook that raised: ``environment 'NAME': HOOK() raised TYPE: MESSAGE``
     (a bare ``KeyError: 'secret'`` did not say which of a user's hooks raised it). An :class:`EpisodeError`
     already names the environment and the hook: ``TYPE: MESSAGE`` as before."""
+    from rewardpipe.rewards.base import user_location
+
     text = f"{type(exc).__name__}: {exc}"
+    where = user_location(exc)
     if isinstance(exc, EpisodeError):
-        return text
-    return f"environment '{getattr(env, 'name', type(env).__name__)}': {hook}() raised {text}"
+        # The platform's own word on what the hook did (returned a dict, left a state that is not JSON, did not
+        # return in time): the hook's own definition is where to look.
+        defined = hook_location(env, hook) if where is None and f"{hook}()" in text else None
+        return f"{text} ({hook}() is at {defined})" if defined else text
+    at = f" (at {where})" if where else ""
+    return f"environment '{getattr(env, 'name', type(env).__name__)}': {hook}() raised {text}{at}"
+
+
+def hook_location(env: Any, hook: str) -> str | None:
+    """``file:line`` where the environment's class defines ``hook`` (None for rewardpipe's own default), written
+    as a raising hook's line is (relative to the working directory when under it)."""
+    import inspect
+    import os
+
+    from rewardpipe.rewards.base import RAISED_PATH_CHARS, _library_dirs
+
+    method = getattr(type(env), hook, None)
+    code = getattr(inspect.unwrap(method), "__code__", None) if callable(method) else None
+    if code is None:
+        return None
+    path = os.path.realpath(code.co_filename)
+    if path.replace("\\", "/").startswith(_library_dirs()):
+        return None
+    relative = os.path.relpath(path) if os.path.isabs(path) else path
+    shown = relative if not relative.startswith("..") else path
+    if len(shown) > RAISED_PATH_CHARS:
+        shown = "..." + shown[-(RAISED_PATH_CHARS - 3) :]
+    return f"{encodable(shown)}:{code.co_firstlineno}"
 
 
 class ConversationError(RuntimeError):
@@ -772,9 +870,12 @@ def converse(
     later with the same function. The state machine pauses when the next turn is the trainer's (callback
     mode) or when its Lambda is running out of time; the local runner never pauses.
     """
+    made_by = "start"  # the hook that made the state: a state it left that is not JSON is its failure
     while state.next_action in ("policy", "env"):
         if pause is not None and pause(state):
             return state
+        _check_survives_json(state, env, made_by)
+        made_by = "on_policy_turn" if state.next_action == "policy" else "respond"
         if state.next_action == "policy":
             try:
                 turn = policy.next_turn(state, task)
@@ -818,6 +919,7 @@ def converse(
                 if state.assistant_turns and _filtered_by_model(exc, state):
                     return end_without_commit(state, CONTENT_FILTER)
                 raise ConversationError("simulator_error", state, exc, hook_failure(env, "respond", exc)) from exc
+    _check_survives_json(state, env, made_by)
     return state
 
 
