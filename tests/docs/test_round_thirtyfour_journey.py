@@ -53,3 +53,51 @@ def test_the_guides_three_lines_added_to_the_repositorys_cdk_json_deploy_the_use
         with pytest.raises(ValueError):
             load_settings(edited | {key: settings[key]})
     assert load_settings(edited | {"max_turns": settings["max_turns"]}).max_turns == 6
+
+
+CONCEPT = ROOT / "docs" / "concepts" / "environment.md"
+NOT_HOOKS = {"scripted_policy", "describe", "runs_code"}  # what the platform reads, not for an environment to define
+
+
+def _hook_rows() -> dict[str, list[str]]:
+    """The hook table of docs/concepts/environment.md: each hook's name and its parameter names, from
+    ``| `name(a: A, b: B) -> R` | ... |``."""
+    rows = {}
+    for line in CONCEPT.read_text().splitlines():
+        found = re.match(r"\| `(\w+)\((.*?)\) -> [^`]+` \|", line)
+        if found:
+            flat = re.sub(r"\[[^\]]*\]", "", found.group(2))  # Mapping[str, X]'s comma is not a parameter's
+            params = [p.split(":")[0].strip().lstrip("*") for p in flat.split(",") if p.strip()]
+            rows[found.group(1)] = params
+    return rows
+
+
+def test_every_hook_of_the_environment_protocol_is_in_the_table_with_its_types_and_parameters():
+    # The optional hooks were a sentence of names (no types, not when they are called) and tool_schemas, which the
+    # policy asks before each turn, was in none of the lists. The table now has every one; a hook added to
+    # Environment without a row, or a row whose parameters are not the method's, fails here.
+    import inspect
+
+    from rewardpipe import Environment
+
+    hooks = {
+        name
+        for name, value in vars(Environment).items()
+        if inspect.isfunction(value) and not name.startswith("_") and name not in NOT_HOOKS
+    } | {"tool_schemas"}
+    rows = _hook_rows()
+    assert set(rows) == hooks
+    for name in hooks - {"tool_schemas"}:
+        params = [p for p in inspect.signature(getattr(Environment, name)).parameters if p != "self"]
+        assert rows[name] == params, name
+    assert rows["tool_schemas"] == ["task"]  # a function of the task, as the policy calls it
+
+
+def test_the_turn_level_reward_example_is_in_the_guide():
+    # A user with a per-turn reward found nothing on how to write one: the guide now includes an example that
+    # tests/docs/test_examples.py runs (examples/your_own_environment/turn_level.py and its output).
+    page = (ROOT / "docs" / "guides" / "write-an-environment.md").read_text()
+    section = page.split("## A turn-level reward", 1)[1].split("\n## ", 1)[0]
+    assert '--8<-- "examples/your_own_environment/turn_level.py"' in section
+    assert '--8<-- "examples/your_own_environment/turn_level.out"' in section
+    assert (EXAMPLE / "turn_level.out").read_text().splitlines()[0] == "[1, 0, 1, 1] {'moves_closer': 0.75}"
