@@ -690,9 +690,10 @@ def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[st
     try:
         extra = call_hook(env, "metrics", state, task)
     except Exception as exc:  # noqa: BLE001 - extra evidence, never a reason to lose the score
-        from rewardpipe.rewards.base import first_line
+        from rewardpipe.rewards.base import first_line, user_location
 
-        metrics["env_metrics_error"] = first_line(exc)
+        where = user_location(exc)  # the line of the environment's file that raised, as for every other hook
+        metrics["env_metrics_error"] = f"{first_line(exc)} (at {where})" if where else first_line(exc)
         return metrics
     if not isinstance(extra, Mapping):
         metrics["env_metrics_error"] = f"metrics() returned {type(extra).__name__}, not a dict"
@@ -832,6 +833,17 @@ class ConversationError(RuntimeError):
         self.cause = cause
 
 
+def _player_failure(exc: Exception) -> str:
+    """A policy's failure as its record says it; a scripted player's (the environment's own code, which
+    :class:`~rewardpipe.policies.ScenarioFailed` names) ends with the line of the user's file that raised."""
+    from rewardpipe.policies import ScenarioFailed
+    from rewardpipe.rewards.base import user_location
+
+    text = f"{type(exc).__name__}: {exc}"
+    where = user_location(exc.__cause__) if isinstance(exc, ScenarioFailed) and exc.__cause__ is not None else None
+    return f"{text} (at {where})" if where else text
+
+
 def _outgrew_window(exc: BaseException) -> bool:
     """The environment's LLM (the user it plays reads the model's turns) refused the conversation as too long
     for its window: ContextLimitReached, or rewardpipe's chat client's ContextLengthExceeded."""
@@ -892,7 +904,7 @@ def converse(
             except Exception as exc:  # any policy failure, classified for the caller
                 if _filtered_by_model(exc, state):
                     return end_without_commit(state, CONTENT_FILTER)
-                raise ConversationError("policy_error", state, exc) from exc
+                raise ConversationError("policy_error", state, exc, _player_failure(exc)) from exc
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # noqa: BLE001 - turned into this rollout's error, below

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from rewardpipe import Environment, EpisodeState, Message, Reward, TaskRow, component
+from rewardpipe import Environment, EpisodeState, Message, Reward, ScriptedPolicy, TaskRow, component
 from rewardpipe.runner import plan_step, run_slots
 
 HERE = Path(__file__).name
@@ -154,3 +154,39 @@ def test_a_state_that_does_not_survive_json_costs_its_rollout_naming_the_field_a
         assert "environment 'faulty': respond() left a state that does not survive JSON" in message
         assert "field 'extra'" in message
         assert f"{HERE}:{def_line('respond')}" in message
+
+
+class Played(Faulty):
+    """Scripted players and metrics of the user's own: the task's fault breaks one of them."""
+
+    def scenarios(self, task):
+        def player(state, task):
+            if task.fault == "player_raises":
+                raise LookupError("the player lost its script")  # LINE: player_raises
+            return "closer"
+
+        return {"reference": ScriptedPolicy(player)}
+
+    def metrics(self, state, task):
+        if task.fault == "metrics_raises":
+            raise ArithmeticError("no count")  # LINE: metrics_raises
+        return {"moves": len(state.moves)}
+
+
+def test_a_raising_scripted_player_and_metrics_name_the_line_of_the_users_file():
+    tasks = [Fault(task_id=fault, prompt="p", fault=fault) for fault in ("player_raises", "metrics_raises")]
+    env = Played()
+    records = {
+        r.task_id: r
+        for r in run_slots(
+            plan_step(tasks, 0, 2, 1), policy=env.scripted_policy(), env=env, executor=NoSandbox(), run_id="r"
+        )
+    }
+    player = records["player_raises"]
+    assert player.status == "error" and player.error.kind == "policy_error"
+    assert "scenario 'reference' of task 'player_raises' raised LookupError" in player.error.message
+    assert player.error.message.endswith(f"{HERE}:{line_of('player_raises')})")
+    metrics = records["metrics_raises"]
+    assert metrics.status == "scored"  # extra evidence, never the score
+    assert metrics.metrics["env_metrics_error"].startswith("ArithmeticError: no count (at ")
+    assert metrics.metrics["env_metrics_error"].endswith(f"{HERE}:{line_of('metrics_raises')})")
