@@ -39,6 +39,7 @@ class AnimalGuess(Environment):
     reward = ANIMALS
     system_prompt = "Find the animal. Ask yes/no questions, or answer with a line 'Guess: <animal>'."
     collapse_scenario = "blind_guesses"  # what every rollout plays from `run --collapse-from-step N` on
+    hook_timeout_s = 30.0  # a hook still running after this many seconds costs its own rollout, not the run
 
     def on_policy_turn(self, state, task, text):
         guess = guess_in(text)

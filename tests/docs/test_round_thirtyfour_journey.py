@@ -101,3 +101,14 @@ def test_the_turn_level_reward_example_is_in_the_guide():
     assert '--8<-- "examples/your_own_environment/turn_level.py"' in section
     assert '--8<-- "examples/your_own_environment/turn_level.out"' in section
     assert (EXAMPLE / "turn_level.out").read_text().splitlines()[0] == "[1, 0, 1, 1] {'moves_closer': 0.75}"
+
+
+def test_the_guides_example_environment_bounds_its_hooks_and_the_guide_says_why(monkeypatch):
+    # The environment a user copies from the guide had no hook_timeout_s (default: none), so one hook that hung
+    # hung the whole run; `rewardpipe init`'s template had one. The example declares it and the guide lists it.
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    from animals_env import ENVIRONMENT
+
+    assert ENVIRONMENT.hook_timeout_s is not None
+    parts = (ROOT / "docs" / "guides" / "write-an-environment.md").read_text().split("## The parts", 1)[1]
+    assert "`hook_timeout_s`" in parts.split("## ", 1)[0]
