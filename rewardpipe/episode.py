@@ -531,8 +531,7 @@ def _json_problem(state: EpisodeState, fields: Sequence[str]) -> str | None:
             if _same_in_json(value, getattr(again, name)):
                 continue
             back = getattr(again, name)
-            kind, read = type(value).__name__, type(back).__name__
-            return f"field {name!r} holds a {kind}, which reads back as a {read} ({back!r:.80})"
+            return f"field {name!r} holds {value!r:.80}, which reads back as {back!r:.80}"
         try:
             json.dumps(state.model_dump(mode="json", include={name}), allow_nan=False)
         except ValueError as exc:
@@ -558,11 +557,11 @@ def _check_survives_json(state: EpisodeState, env: Environment, hook: str) -> No
     fields = [name for name in type(state).model_fields if name not in _BASE_FIELDS]
     problem = _json_problem(state, fields) if fields else None
     if problem is not None:
+        where = hook_location(env, hook)  # said first: a summary cuts a long message's end
         failure = EpisodeError(
-            f"environment '{env.name}': {hook}() left a state that does not survive JSON (it is stored as JSON "
-            f"between turns on AWS and read back with {type(state).__name__}): {problem}; keep the state's fields "
-            f"JSON values (text, finite numbers, booleans, None, lists and dicts of them, pydantic models), "
-            f"declared with their types on the state model"
+            f"environment '{env.name}': {hook}(){f' (at {where})' if where else ''} left a state that does not survive "
+            f"JSON, as AWS stores it between turns: {problem}; keep the state's fields JSON values (text, finite "
+            f"numbers, booleans, None, lists and dicts of them, pydantic models), declared on {type(state).__name__}"
         )
         raise ConversationError("simulator_error", state, failure, hook_failure(env, hook, failure))
 
@@ -790,7 +789,7 @@ def hook_failure(env: Any, hook: str, exc: BaseException) -> str:
         # The platform's own word on what the hook did (returned a dict, left a state that is not JSON, did not
         # return in time): the hook's own definition is where to look.
         defined = hook_location(env, hook) if where is None and f"{hook}()" in text else None
-        return f"{text} ({hook}() is at {defined})" if defined else text
+        return f"{text} ({hook}() is at {defined})" if defined and defined not in text else text
     at = f" (at {where})" if where else ""
     return f"environment '{getattr(env, 'name', type(env).__name__)}': {hook}() raised {text}{at}"
 

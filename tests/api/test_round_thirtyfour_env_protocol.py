@@ -151,9 +151,12 @@ def test_a_state_that_does_not_survive_json_costs_its_rollout_naming_the_field_a
     _, bad = play(f"state_{kind}")
     for record in bad:
         message = record.error.message
-        assert "environment 'faulty': respond() left a state that does not survive JSON" in message
+        assert "environment 'faulty': respond() (at " in message  # where first: a summary cuts the end
+        assert f"{HERE}:{def_line('respond')}) left a state that does not survive JSON" in message
+        assert message.count(f"{HERE}:") == 1
         assert "field 'extra'" in message
-        assert f"{HERE}:{def_line('respond')}" in message
+        if kind == "set":
+            assert "field 'extra' holds {1, 2}, which reads back as [1, 2]" in message
 
 
 class Played(Faulty):
