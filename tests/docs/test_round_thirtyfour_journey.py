@@ -112,3 +112,25 @@ def test_the_guides_example_environment_bounds_its_hooks_and_the_guide_says_why(
     assert ENVIRONMENT.hook_timeout_s is not None
     parts = (ROOT / "docs" / "guides" / "write-an-environment.md").read_text().split("## The parts", 1)[1]
     assert "`hook_timeout_s`" in parts.split("## ", 1)[0]
+
+
+def test_the_component_doctor_finds_dead_is_caught_by_the_monitor_in_the_journeys_own_run(tmp_path):
+    # The guide's run (run_it.py) shows the collapse; the component no scenario moves (WITH_PLEASE's says_please,
+    # which doctor fails) must be caught by the same run's monitor from its first step, before any collapse.
+    import os
+    import subprocess
+    import sys
+
+    command = [
+        sys.executable, "-m", "rewardpipe", "run", "--env", "animals_env:ENVIRONMENT", "--reward",
+        "animals_reward:WITH_PLEASE", "--tasks", str(EXAMPLE / "animals.jsonl"), "--policy", "scripted",
+        "--steps", "1", "--groups-per-step", "4", "-k", "4", "--out", str(tmp_path), "--run-id", "please", "--json",
+    ]  # fmt: skip
+    path = os.pathsep.join([str(EXAMPLE), str(ROOT)])
+    done = subprocess.run(
+        command, cwd=tmp_path, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    alarms = sorted(path.name for path in (tmp_path / "runs" / "please" / "alarms" / "step=0").iterdir())
+    assert "says_please-dead_component.json" in alarms
+    assert "says_please" in done.stdout  # and the run's own summary says so
