@@ -255,6 +255,16 @@ def start_episode(
             f"{_returned_nothing(state)}; return an instance of the environment's state_model (the default "
             f"start(): self.state_model(messages=task.prompt_messages()))"
         )
+    model = getattr(env, "state_model", None)
+    if isinstance(model, type) and not isinstance(state, model):
+        # On AWS the state is read back between turns with the environment's state_model: a start() building
+        # another class (a parent's state, one of another environment) ran locally with its fields and on AWS
+        # with the model's, or failed there on a field the model does not have.
+        raise EpisodeError(
+            f"environment '{env.name}': start() returned a {type(state).__name__}, not the environment's "
+            f"state_model {model.__name__} (on AWS the state is read back with it between turns); build it with "
+            f"self.state_model(...), or declare state_model = {type(state).__name__}"
+        )
     if not isinstance(state.messages, list) or not all(isinstance(m, Message) for m in state.messages):
         odd = (
             state.messages

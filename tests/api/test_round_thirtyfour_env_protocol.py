@@ -193,3 +193,26 @@ def test_a_raising_scripted_player_and_metrics_name_the_line_of_the_users_file()
     assert metrics.status == "scored"  # extra evidence, never the score
     assert metrics.metrics["env_metrics_error"].startswith("ArithmeticError: no count (at ")
     assert metrics.metrics["env_metrics_error"].endswith(f"{HERE}:{line_of('metrics_raises')})")
+
+
+def test_a_start_that_builds_another_state_class_than_the_state_model_costs_its_rollout_naming_the_fix():
+    # A state_model subclassed from another environment's while start() still built the parent's class ran
+    # locally with the parent's fields; on AWS the state is read back with the state_model between turns.
+    class OtherState(EpisodeState):
+        pass
+
+    class ParentStart(Faulty):
+        def start(self, task):
+            if task.fault == "parent_state":
+                return OtherState(messages=task.prompt_messages())
+            return super().start(task)
+
+    tasks = [Fault(task_id="fine", prompt="p"), Fault(task_id="bad", prompt="p", fault="parent_state")]
+    records = run_slots(plan_step(tasks, 0, 2, 1), policy=Closer(), env=ParentStart(), executor=NoSandbox(), run_id="r")
+    by_task = {r.task_id: r for r in records}
+    assert by_task["fine"].status == "scored"
+    bad = by_task["bad"]
+    assert bad.status == "error" and bad.error.kind == "simulator_error"
+    assert "start() returned a OtherState, not the environment's state_model HuntState" in bad.error.message
+    assert "build it with self.state_model(...)" in bad.error.message
+    assert f"{HERE}:" in bad.error.message  # where start() is defined
