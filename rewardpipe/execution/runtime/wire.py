@@ -29,6 +29,7 @@ import struct
 import sys
 import threading
 import types
+import typing
 from collections.abc import Callable, Sized
 
 FRAME_HEADER = struct.Struct("!I")
@@ -240,7 +241,8 @@ def recv_json(fd: int, limit: int = MAX_FRAME_BYTES, max_values: int | None = No
 # {"bi": name} (a built-in from _BUILTINS_BY_NAME), {"dtx"/"tmx": [isoformat, fold, zone name, zone key]} (what
 # isoformat leaves out), {"vc": "collections.OrderedDict"} (a class of _VALUE_CLASSES), {"r": n} (a container met
 # again in the same value: the n-th of _SHAREABLE's kinds, see encode), {"ga": [origin, [args]]} (``list[int]``),
-# {"ut": [args]} (``int | None``, None for NoneType).
+# {"ut": [args]} (``int | None``, None for NoneType), {"ta": [name]} / {"ta": [name, [args]]} (a ``typing`` form,
+# bare or subscripted: ``typing.Any``, ``typing.List[int]``; a Callable's as [[parameters] or Ellipsis, result]).
 
 _SCALARS = (type(None), bool, int, float, str)
 # The built-in types whose values cross as plain data (and cross by name themselves).
@@ -1057,6 +1059,8 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
         return {"vc": _VALUE_CLASS_NAMES[value]}
     if kind is types.GenericAlias or (kind is types.UnionType and all(map(_plain_type, value.__args__))):
         return _type_expression_tree(value, make_handle, depth, nodes, refs)
+    if kind in _TYPING_KINDS and (form_parts := _typing_parts(value)) is not None:
+        return _typing_tree(form_parts, make_handle, depth, nodes, refs)
     if issubclass(kind, fractions.Fraction):
         parts = (int.__int__(_FRACTION_NUMERATOR(value)), int.__int__(_FRACTION_DENOMINATOR(value)))
         return {"fr": [_encode_shared(part, None, depth, nodes) for part in parts]}
@@ -1072,6 +1076,8 @@ def _encode(value, make_handle, _depth: int, nodes: list | None, refs: dict | No
 # receiver builds them with ``types.GenericAlias`` and ``|`` of the types themselves: no code of a sender's class runs.
 def _plain_type(value) -> bool:
     kind = type(value)
+    if value is typing.Any:  # (a class: ``int | typing.Any`` is a types.UnionType)
+        return True
     if kind is types.GenericAlias:
         return True
     if kind is types.UnionType:
@@ -1091,6 +1097,99 @@ def _type_expression_tree(value, make_handle, depth, nodes, refs) -> dict:
         return {"ga": [_encode_shared(origin, make_handle, depth, nodes, refs), parts]}
     members = (None if arg is type(None) else arg for arg in value.__args__)
     return {"ut": [_encode_shared(member, make_handle, depth, nodes, refs) for member in members]}
+
+
+# Round thirty-four, follow-ups: ``typing``'s forms (``typing.List[int]``, ``typing.Optional[int]``, a bare
+# ``typing.Any``) cross as the form's name in ``typing`` and its arguments, when every argument is a plain type
+# expression (as above, or another such form) or, for a ``Literal``, a plain scalar; the receiver subscripts its own
+# ``typing`` form with them. Any other (a user's generic, a TypeVar or an ABC among the arguments) crosses as a handle.
+_FORM_KINDS = {type(typing.List), type(typing.Tuple), type(typing.Callable), type(typing.Union), type(typing.Literal)}  # noqa: UP006
+_TYPING_FORMS: dict[str, object] = {
+    name: form
+    for name in typing.__all__
+    if (form := getattr(typing, name, None)) is typing.Any or type(form) in _FORM_KINDS - {type}
+}
+_FORM_NAMES = {id(form): name for name, form in _TYPING_FORMS.items()}
+_SUBSCRIPTED_KINDS = {
+    type(alias)
+    for alias in (typing.List[int], typing.Optional[int], typing.Callable[[int], int], typing.Literal[0])  # noqa: UP006, UP045
+} - {types.GenericAlias, types.UnionType, type}
+_TYPING_KINDS = frozenset(_SUBSCRIPTED_KINDS | {type(form) for form in _TYPING_FORMS.values()})
+_TYPE_ARGUMENT_SCALARS = (bool, int, str, bytes)
+
+
+def _form_name(value) -> str | None:
+    name = _FORM_NAMES.get(id(value))
+    return name if name is not None and _TYPING_FORMS[name] is value else None
+
+
+def _typing_parts(value) -> tuple[str, tuple | None] | None:
+    """A ``typing`` form's name and arguments (None for a bare form), or None if it does not cross as itself."""
+    name = _form_name(value)
+    if name is not None:
+        return name, None
+    if type(value) not in _SUBSCRIPTED_KINDS:
+        return None
+    state = object.__getattribute__(value, "__dict__")  # (its own attributes: no ``__getattr__`` of its origin's)
+    origin, args = state.get("__origin__"), state.get("__args__")
+    name = _form_name(origin) or state.get("_name")  # ``Union``/``Literal``/``ClassVar``..., else ``List``...
+    if type(name) is not str or name not in _TYPING_FORMS or type(args) is not tuple:
+        return None
+    return (name, args) if all(map(_type_argument, args)) else None
+
+
+def _type_argument(value) -> bool:
+    """Whether a value may stand in a crossing ``typing`` form: checked through (so no handle is met within)."""
+    kind = type(value)
+    if value is None or value is Ellipsis or kind in _TYPE_ARGUMENT_SCALARS:
+        return True
+    if kind is types.GenericAlias:
+        return _plain_type(value.__origin__) and all(map(_type_argument, value.__args__))
+    if kind is types.UnionType:
+        return all(map(_type_argument, value.__args__))
+    if kind in _TYPING_KINDS:
+        return _typing_parts(value) is not None
+    return _plain_type(value)
+
+
+def _typing_tree(parts: tuple[str, tuple | None], make_handle, depth, nodes, refs) -> dict:
+    name, args = parts
+    if args is None:
+        return {"ta": [name]}
+    if name != "Literal":  # (the receiver's ``typing`` turns None back into NoneType, as it did here)
+        args = tuple(None if arg is type(None) else arg for arg in args)
+    trees = [_encode_shared(arg, make_handle, depth, nodes, refs) for arg in args]
+    if name == "Callable":  # its arguments as ``typing`` keeps them: the parameters' then the result
+        trees = [trees[0] if args[:1] == (Ellipsis,) else trees[:-1], trees[-1]]
+    return {"ta": [name, trees]}
+
+
+def _decode_typing_form(body, decode_item):
+    parts = _as_list(body)
+    if not 1 <= len(parts) <= 2 or type(parts[0]) is not str or parts[0] not in _TYPING_FORMS:
+        raise WireError("malformed typing form")
+    name, form = parts[0], _TYPING_FORMS[parts[0]]
+    if len(parts) == 1:
+        return form
+    items = _as_list(parts[1])
+    if name == "Callable":
+        if len(items) != 2:
+            raise WireError("malformed typing form")
+        params = [decode_item(item) for item in items[0]] if type(items[0]) is list else decode_item(items[0])
+        result = decode_item(items[1])
+        args = (*params, result) if type(params) is list else (params, result)
+        if type(params) is not list and params is not Ellipsis:
+            raise WireError("malformed typing form")
+        subscript: object = (params, result)
+    else:
+        args = tuple(decode_item(item) for item in items)
+        subscript = args[0] if len(args) == 1 else args
+    if not all(map(_type_argument, args)):
+        raise WireError("a typing form whose arguments are not plain types")
+    try:
+        return form[subscript]  # type: ignore[index]
+    except (TypeError, ValueError) as error:
+        raise WireError(f"malformed typing form: {error}") from None
 
 
 # --- standard callables the tests hand to the model's code (round twelve) -------------------------------------------
@@ -1476,6 +1575,8 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             if len(members) < 2 or not all(map(_plain_type, members)):
                 raise WireError("malformed union of types")
             return functools.reduce(operator.or_, members)
+        if tag == "ta":
+            return _decode_typing_form(body, lambda item: _decode(item, resolve_handle, depth, nodes, originals))
         if tag == "e":
             if body not in _SINGLETONS:
                 raise WireError("unknown singleton")

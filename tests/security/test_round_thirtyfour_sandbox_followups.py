@@ -1,0 +1,152 @@
+# ruff: noqa: UP006, UP007, UP045  (typing's aliases are what these tests are about)
+"""Round thirty-four, the sandbox, follow-ups.
+
+``typing``'s aliases (``typing.List[int]``, ``typing.Optional[int]``, ``typing.Dict[str, int]``, a bare
+``typing.Any``...) in a model function's annotations crossed as stubs, so ``typing.get_type_hints(f)`` on a right
+answer differed from one process. They now cross as the ``typing`` form's name and its arguments when every argument
+is itself a plain type expression (or, for ``Literal``, a plain scalar); the receiver subscripts its own ``typing``
+form: no code of the sender's runs. Any other (a user generic, a TypeVar, an argument that is the model's class)
+crosses as a handle, as before.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import typing
+
+import pytest
+
+from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution.runtime import wire
+from tests.security import test_round_thirtyfour_sandbox as thirtyfour
+from tests.security import test_round_thirtyone_sandbox as thirtyone
+
+executor = thirtyone.executor
+
+TYPING_VALUES = [
+    typing.List[int],
+    typing.Optional[int],
+    typing.Dict[str, int],
+    typing.Union[int, str, None],
+    typing.Tuple[int, ...],
+    typing.Tuple[()],
+    typing.Tuple[int, str],
+    typing.Set[typing.FrozenSet[bytes]],
+    typing.Callable[[int, str], bool],
+    typing.Callable[..., int],
+    typing.Callable[[], None],
+    typing.Literal[1, "a", None, True, b"x"],
+    typing.Type[int],
+    typing.Iterable[typing.Optional[typing.List[int]]],
+    typing.Mapping[str, typing.Any],
+    typing.DefaultDict[str, list[int]],
+    list[typing.Optional[int]],
+    dict[str, typing.List[int]] | None,
+    typing.Any,
+    typing.List,
+    typing.NoReturn,
+]
+
+
+@pytest.mark.parametrize("value", TYPING_VALUES, ids=repr)
+def test_typing_aliases_cross_as_themselves(value):
+    assert wire.decode(wire.encode(value)) == value
+    assert repr(wire.decode(wire.encode(value))) == repr(value)
+
+
+T = typing.TypeVar("T")
+
+
+class _Model:
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        typing.List[T],
+        typing.Optional[_Model],
+        typing.Dict[str, _Model],
+        typing.Literal[_Model],
+        typing.Optional[collections.abc.Iterable],
+    ],
+    ids=["a TypeVar", "a model class in a union", "a model class in a dict", "a model class in a Literal", "an ABC"],
+)
+def test_other_typing_aliases_still_cross_as_handles(value):
+    made = []
+    tree = wire.encode(value, lambda obj: made.append(obj) or len(made) - 1)
+    assert tree == {"h": 0} and made == [value]
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [
+        {"ta": ["os", [{"bi": "int"}]]},
+        {"ta": ["List", [{"h": 0}]]},
+        {"ta": ["Optional", [{"ga": [{"bi": "list"}, [{"h": 0}]]}]]},
+        {"ta": ["Literal", [{"h": 0}]]},
+        {"ta": ["List", [{"bi": "int"}, {"bi": "str"}]]},
+        {"ta": ["Callable", [{"h": 0}, {"bi": "int"}]]},
+        {"ta": ["Callable", [[{"h": 0}], {"bi": "int"}]]},
+        {"ta": []},
+        {"ta": "List"},
+    ],
+    ids=[
+        "not a typing form",
+        "a model object",
+        "a model object in a generic",
+        "a model object in a Literal",
+        "wrong arity",
+        "callable parameters not a list",
+        "a model object in callable parameters",
+        "empty",
+        "not a list",
+    ],
+)
+def test_a_malformed_typing_alias_is_refused_without_asking_the_model(tree):
+    with pytest.raises(wire.WireError):
+        wire.decode(tree, lambda _handle: _Asks())
+
+
+class _Asks:
+    """A stub that fails the test if anything asks it a question (hash, equality, its type's attributes)."""
+
+    def __hash__(self):
+        raise AssertionError("asked its hash")
+
+    def __eq__(self, other):
+        raise AssertionError("asked its equality")
+
+    def __getattr__(self, name):
+        raise AssertionError(f"asked {name}")
+
+
+TYPING_MODEL = """
+import typing
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union
+def f(a: List[int], b: Optional[int], c: Dict[str, List[int]], d: Union[int, str] = 0,
+      e: Tuple[int, ...] = (), g: Callable[[int], str] = str, h: Literal["x", 1] = 1, i: Any = None,
+      j: typing.Iterable[Optional[int]] = ()) -> Optional[Dict[str, Any]]:
+    return None
+def make(x):
+    return x
+"""
+TYPING_READ = (
+    "import typing\nfrom typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union\n"
+    "hints = typing.get_type_hints(f)\n"
+    "self.assertEqual(hints, {'a': List[int], 'b': Optional[int], 'c': Dict[str, List[int]], 'd': Union[int, str], "
+    "'e': Tuple[int, ...], 'g': Callable[[int], str], 'h': Literal['x', 1], 'i': Any, "
+    "'j': typing.Iterable[Optional[int]], 'return': Optional[Dict[str, Any]]})\n"
+    "self.assertIs(hints['i'], Any)"
+)
+
+
+def test_type_hints_written_with_typing_are_as_in_one_process(executor):
+    result = thirtyone._run(executor, "typing hints", TYPING_MODEL, thirtyfour._tests(TYPING_READ), entry_point="make")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+def test_a_wrong_typing_annotation_still_fails(executor):
+    code = TYPING_MODEL.replace("b: Optional[int]", "b: Optional[str]")
+    result = thirtyone._run(executor, "wrong typing", code, thirtyfour._tests(TYPING_READ), entry_point="make")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
