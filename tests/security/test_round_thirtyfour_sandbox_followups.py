@@ -150,3 +150,41 @@ def test_a_wrong_typing_annotation_still_fails(executor):
     code = TYPING_MODEL.replace("b: Optional[int]", "b: Optional[str]")
     result = thirtyone._run(executor, "wrong typing", code, thirtyfour._tests(TYPING_READ), entry_point="make")
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+
+
+# --- what one job leaves in the long-lived trusted runner for the next ----------------------------------------------
+# Every job of a worker runs its tests in one trusted runner (replaced after ``runner_recycle_jobs`` jobs). These run
+# two jobs in a row on one worker (``workers=1``); the second is the one whose verdict the first tries to set.
+@pytest.fixture(params=["full", "lambda"])
+def one_worker(request):
+    executor = thirtyone.make_executor(workers=1) if request.param == "full" else thirtyone._lambda_like()
+    yield executor
+    executor.close()
+
+
+# A model's object the tests keep where the job's end does not reach (an attribute of a standard module, a cache of
+# a helper module the runner keeps loaded), called by a later job's tests: its stub wrote its request on the
+# descriptors the next job's channel got (the same numbers), and the next model's process answered it with the object
+# of its own that had the handle number.
+KEEPING_TESTS = (
+    "import json, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+    "        json.rp_kept = make(1)\n        self.assertEqual(json.rp_kept.value(), 1)\n"
+)
+CALLING_TESTS = (
+    "import json, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+    "        mine = make(2)\n"  # (the next model's object, with the handle number the kept one had)
+    "        kept = getattr(json, 'rp_kept', None)\n"
+    "        self.assertIsNotNone(kept)\n"
+    "        with self.assertRaises(Exception) as caught:\n            kept.value()\n"
+    "        self.assertIn('earlier job', str(caught.exception))\n"
+    "        self.assertEqual(mine.value(), 2)\n"
+)
+HOLDER = "class Holder:\n    def __init__(self, v):\n        self.v = v\n    def value(self):\n        return self.v\n"
+
+
+def test_a_model_object_kept_past_its_job_never_reaches_the_next_jobs_process(one_worker):
+    code = HOLDER + "def make(v):\n    return Holder(v)\n"
+    first = thirtyone._run(one_worker, "keeps", code, KEEPING_TESTS, entry_point="make")
+    assert first.status is ExecutionStatus.PASSED, first.reason
+    second = thirtyone._run(one_worker, "calls", code, CALLING_TESTS, entry_point="make")
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)

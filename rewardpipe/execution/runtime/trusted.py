@@ -60,6 +60,9 @@ MAX_EFFECT_TEXT = 64 * 1024  # characters of the model's stdout (and of its stde
 _LOOP_CONTROL_EXCEPTIONS = {"StopIteration", "StopAsyncIteration"}
 
 
+ENDED_JOB = "a model object of an earlier job, which has ended"
+
+
 class ModelProcessDied(Exception):
     """The model's process exited or was killed mid-test (its own doing, or a limit)."""
 
@@ -2649,6 +2652,10 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
         return _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point, job)
     finally:
         _ACTIVE[0] = None
+        # A stub the tests kept past the job (in a standard module's attribute, a loaded helper's cache, a thread)
+        # answers this from now on: its descriptors' numbers are the next job's channel (round thirty-four: called
+        # by the next job's tests, it asked the next model's process for the object with its handle number).
+        conn.dead = ENDED_JOB
 
 
 # (hidden tests source, format) -> (code object, names read, tests expected), most recent last. Bounded by the
