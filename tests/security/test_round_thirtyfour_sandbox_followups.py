@@ -162,6 +162,42 @@ def one_worker(request):
     executor.close()
 
 
+COUNTING = "def f(n):\n    return n\n"
+# The first job's tests seed the generator (as many do at module level) and draw as many numbers as the model's
+# answer says (a loop that stops at its first failure draws as many as the answer chooses).
+SEEDING_TESTS = (
+    "import random, unittest\nrandom.seed(12345)\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+    "        for _ in range(f(3)):\n            random.random()\n"
+)
+# The next job's tests draw unseeded, as a fresh interpreter's would, from the operating system's randomness.
+UNSEEDED_TESTS = (
+    "import random, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+    "        chosen = random.Random(12345)\n        for _ in range(3):\n            chosen.random()\n"
+    "        self.assertNotEqual(random.random(), chosen.random())\n"
+)
+
+
+def test_a_jobs_random_generator_does_not_carry_over_to_the_next_job(one_worker):
+    # Before: the runner's generator went on from where the previous job left it, so the job before chose (by its
+    # seed and its count of draws, which its model's answer set) every "random" input of the next job's tests, and
+    # the next model read them: a wrong answer that fails on few inputs passed when the inputs avoided them.
+    first = thirtyone._run(one_worker, "seeds", COUNTING, SEEDING_TESTS, entry_point="f")
+    assert first.status is ExecutionStatus.PASSED, first.reason
+    second = thirtyone._run(one_worker, "draws", COUNTING, UNSEEDED_TESTS, entry_point="f")
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
+def test_a_seeded_generator_still_reaches_the_models_code_within_its_job(one_worker):
+    code = "import random\ndef f(n):\n    return [random.random() for _ in range(n)]\n"
+    tests = (
+        "import random, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        random.seed(5)\n"
+        "        mine = random.Random(5)\n        self.assertEqual(f(3), [mine.random() for _ in range(3)])\n"
+    )
+    for name in ("once", "again"):
+        result = thirtyone._run(one_worker, name, code, tests, entry_point="f")
+        assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
 # A model's object the tests keep where the job's end does not reach (an attribute of a standard module, a cache of
 # a helper module the runner keeps loaded), called by a later job's tests: its stub wrote its request on the
 # descriptors the next job's channel got (the same numbers), and the next model's process answered it with the object

@@ -20,6 +20,7 @@ import gc
 import locale
 import logging
 import os
+import random
 import signal
 import socket
 import sys
@@ -147,6 +148,7 @@ class Baseline:
             ("logging", self._logging),
             ("process", self._process),
             ("signals", self._signals),
+            ("random", self._random),
         ):
             try:
                 part()
@@ -241,6 +243,13 @@ class Baseline:
             (gc.enable if enabled else gc.disable)()
         if gc.get_threshold() != threshold:
             gc.set_threshold(*threshold)
+
+    @staticmethod
+    def _random() -> None:
+        """Reseed the module-level generator from the operating system, as a fresh interpreter seeds it. Round
+        thirty-four: it went on from where the previous job's tests left it, so that job's seed and its count of
+        draws (which its model's answer could set) chose every unseeded "random" input of the next job's tests."""
+        random.seed()
 
     def _signals(self) -> None:
         for timer in _TIMERS:  # no timer of a job's tests may go off during a later job
