@@ -224,3 +224,13 @@ def test_a_model_object_kept_past_its_job_never_reaches_the_next_jobs_process(on
     assert first.status is ExecutionStatus.PASSED, first.reason
     second = thirtyone._run(one_worker, "calls", code, CALLING_TESTS, entry_point="make")
     assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
+def test_typing_forms_a_job_sent_are_forgotten_before_the_next_job():
+    # typing keeps each form it subscripts in a cache (finding one takes no time, making one tens of microseconds):
+    # forms a job's replies made the runner subscript (``Literal`` of any text the model chose) would be read back by
+    # the next job timing its requests, as the namedtuple classes were (round twenty-two).
+    made = wire.decode({"ta": ["Literal", ["rp-probe-34"]]})
+    assert made is typing.Literal["rp-probe-34"]  # (typing's cache, within the job)
+    wire.forget_classes()
+    assert made is not typing.Literal["rp-probe-34"]

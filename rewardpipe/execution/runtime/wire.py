@@ -1116,6 +1116,7 @@ _SUBSCRIPTED_KINDS = {
 } - {types.GenericAlias, types.UnionType, type}
 _TYPING_KINDS = frozenset(_SUBSCRIPTED_KINDS | {type(form) for form in _TYPING_FORMS.values()})
 _TYPE_ARGUMENT_SCALARS = (bool, int, str, bytes)
+TYPING_SUBSCRIPTED = [False]  # a form was subscripted for a value decoded since forget_classes last ran
 
 
 def _form_name(value) -> str | None:
@@ -1186,6 +1187,7 @@ def _decode_typing_form(body, decode_item):
         subscript = args[0] if len(args) == 1 else args
     if not all(map(_type_argument, args)):
         raise WireError("a typing form whose arguments are not plain types")
+    TYPING_SUBSCRIPTED[0] = True
     try:
         return form[subscript]  # type: ignore[index]
     except (TypeError, ValueError) as error:
@@ -1408,9 +1410,13 @@ def _namedtuple_class(name: str, fields: tuple[str, ...]) -> type:
 
 
 def forget_classes() -> None:
-    """Forget the namedtuple classes made so far: the runner does after each job (what one job's values cached, the
-    next one's timed, round twenty-two)."""
+    """Forget the namedtuple classes (and ``typing``'s forms) made so far: the runner does after each job (what one
+    job's values cached, the next one's timed, round twenty-two)."""
     _namedtuple_class.cache_clear()
+    if TYPING_SUBSCRIPTED[0]:  # (typing caches each form subscripted: the ones a job's values made, forgotten too)
+        TYPING_SUBSCRIPTED[0] = False
+        for clear in getattr(typing, "_cleanups", ()):
+            clear()
 
 
 def decode(tree, resolve_handle=None, _depth: int = 0, nodes: list | None = None, originals: list | None = None):
