@@ -17,7 +17,7 @@ import typing
 import pytest
 
 from rewardpipe.execution import ExecutionStatus
-from rewardpipe.execution.runtime import wire
+from rewardpipe.execution.runtime import runner_globals, wire
 from tests.security import test_round_thirtyfour_sandbox as thirtyfour
 from tests.security import test_round_thirtyone_sandbox as thirtyone
 
@@ -234,3 +234,15 @@ def test_typing_forms_a_job_sent_are_forgotten_before_the_next_job():
     assert made is typing.Literal["rp-probe-34"]  # (typing's cache, within the job)
     wire.forget_classes()
     assert made is not typing.Literal["rp-probe-34"]
+
+
+def test_numpys_global_generator_is_reseeded_with_randoms():
+    # The same for numpy's module-level generator, where the runner's interpreter has numpy (not this host's sandbox
+    # interpreter, so asked of the part of the runner's baseline that reseeds, in this process).
+    numpy = pytest.importorskip("numpy")
+    numpy.random.seed(12345)
+    numpy.random.random(3)
+    chosen = numpy.random.RandomState(12345)
+    chosen.random_sample(3)
+    runner_globals.Baseline._random()
+    assert numpy.random.random() != chosen.random_sample()

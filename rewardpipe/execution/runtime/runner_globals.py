@@ -248,8 +248,12 @@ class Baseline:
     def _random() -> None:
         """Reseed the module-level generator from the operating system, as a fresh interpreter seeds it. Round
         thirty-four: it went on from where the previous job's tests left it, so that job's seed and its count of
-        draws (which its model's answer could set) chose every unseeded "random" input of the next job's tests."""
+        draws (which its model's answer could set) chose every unseeded "random" input of the next job's tests.
+        numpy's module-level generator too, where the tests loaded it (its seeding from the system then, each job)."""
         random.seed()
+        numpy_random = sys.modules.get("numpy.random")
+        if numpy_random is not None and callable(getattr(numpy_random, "seed", None)):
+            numpy_random.seed()
 
     def _signals(self) -> None:
         for timer in _TIMERS:  # no timer of a job's tests may go off during a later job
