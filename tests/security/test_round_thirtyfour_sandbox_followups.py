@@ -156,7 +156,10 @@ def test_a_wrong_typing_annotation_still_fails(executor):
 # Every job of a worker runs its tests in one trusted runner (replaced after ``runner_recycle_jobs`` jobs). These run
 # two jobs in a row on one worker (``workers=1``); the second is the one whose verdict the first tries to set.
 @pytest.fixture(params=["full", "lambda"])
-def one_worker(request):
+def one_worker(request, tmp_path, monkeypatch):
+    # The fork server starts in the scorer's working directory: a scratch one here, so that what a test's hidden
+    # tests do to the directory they find themselves in never reaches this checkout (as it did before this round).
+    monkeypatch.chdir(tmp_path)
     executor = thirtyone.make_executor(workers=1) if request.param == "full" else thirtyone._lambda_like()
     yield executor
     executor.close()
@@ -246,3 +249,42 @@ def test_numpys_global_generator_is_reseeded_with_randoms():
     chosen.random_sample(3)
     runner_globals.Baseline._random()
     assert numpy.random.random() != chosen.random_sample()
+
+
+# Files the tests write where they are (the runner's working directory, tempfile's): the runner worked in the fork
+# server's directory (the scorer's, on the host) and tempfile's was the fork server's, so what one job's tests wrote
+# (what its model's answer returned) was there for the next job's tests to read.
+WRITING_TESTS = (
+    "import os, tempfile, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+    "        with open('rp_answer.txt', 'w') as out:\n            out.write(str(f(41)))\n"
+    "        with open(os.path.join(tempfile.gettempdir(), 'rp_answer.txt'), 'w') as out:\n"
+    "            out.write(str(f(42)))\n"
+    "        os.makedirs('rp_tree/a/b')\n"
+    "        self.assertEqual(open('rp_answer.txt').read(), '41')\n"
+)
+READING_TESTS = (
+    "import os, tempfile, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+    "        left = [os.path.exists(name) for name in ('rp_answer.txt', 'rp_tree')]\n"
+    "        left.append(os.path.exists(os.path.join(tempfile.gettempdir(), 'rp_answer.txt')))\n"
+    "        self.assertEqual(left, [False, False, False], os.getcwd())\n"
+)
+
+
+def test_files_a_jobs_tests_write_are_gone_before_the_next_job(one_worker, tmp_path):
+    first = thirtyone._run(one_worker, "writes", COUNTING, WRITING_TESTS, entry_point="f")
+    assert first.status is ExecutionStatus.PASSED, (first.status, first.reason)
+    second = thirtyone._run(one_worker, "reads", COUNTING, READING_TESTS, entry_point="f")
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+    assert list(tmp_path.iterdir()) == []  # (the scorer's working directory: nothing of the tests' landed there)
+
+
+def test_tests_that_remove_their_working_directory_leave_the_next_job_one(one_worker):
+    removing = (
+        "import os, shutil, tempfile, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+        "        shutil.rmtree(tempfile.gettempdir())\n        shutil.rmtree(os.getcwd())\n"
+        "        self.assertEqual(f(1), 1)\n"
+    )
+    first = thirtyone._run(one_worker, "removes", COUNTING, removing, entry_point="f")
+    assert first.status is ExecutionStatus.PASSED, (first.status, first.reason)
+    second = thirtyone._run(one_worker, "writes again", COUNTING, WRITING_TESTS, entry_point="f")
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)

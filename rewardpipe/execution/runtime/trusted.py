@@ -2193,7 +2193,7 @@ def _prepare_runner() -> None:
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the runner
 
 
-def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
+def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | None = None) -> None:
     """The long-lived trusted runner: one job at a time, handed over by the fork server with the
     descriptors it needs (channel to the model's process, tests memfd, verdict memfd).
 
@@ -2201,10 +2201,17 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
     started): a runner that something lowered (RLIMIT_AS, RLIMIT_CPU, nice, affinity...) would turn a
     later verdict into an error or a timeout. The model's code is what ran since the last check (it is
     handed its code just before the runner gets the job), so the change is reported as the model's doing,
-    and the runner exits: the fork server starts a fresh one for the next job."""
+    and the runner exits: the fork server starts a fresh one for the next job.
+
+    ``own_dir``: where the tests' working directory and tempfile's directory are made (see
+    :class:`OwnDirectories`); without it, the runner works where the fork server does."""
     import socket
 
     _prepare_runner()
+    try:
+        own = OwnDirectories(own_dir) if own_dir is not None else None
+    except OSError:  # (as before round thirty-four: where the fork server works)
+        own = None
     baseline = BASELINE[0] = runner_globals.Baseline()
     channel = socket.socket(fileno=sock_fd)
     while True:
@@ -2229,7 +2236,10 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
                     os.close(fd)
             # What these tests changed of the interpreter's settings, put back before the next job's; what
             # cannot be has this runner replaced first (see runner_globals).
+            left = own.empty() if own is not None else None  # (first: restoring returns to its directory)
             unrestored = baseline.restore()
+            if left:
+                unrestored = [*unrestored, left]
             _forget_what_the_job_cached()
             _collect_what_the_job_left()
             if MODEL_IMPORTED:
@@ -2245,6 +2255,39 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
         channel.send(json.dumps(reply).encode())
         if reply.get("tampered"):
             return
+
+
+class OwnDirectories:
+    """The runner's working directory and tempfile's directory, emptied after every job. Round thirty-four: the
+    runner worked in the fork server's working directory (the scorer's, on the host) and tempfile's was the fork
+    server's ``/tmp``, so a file the tests wrote there (holding what the model's answer returned) outlived the job:
+    a later job's tests read it, on that worker or any other, and were decided by it. In one process each task's
+    tests start in a directory of their own. Each job costs two listings of an empty directory; what the tests left
+    is removed (without recursion, as a job's directory is), and if that fails the runner is replaced."""
+
+    def __init__(self, root: str):
+        import tempfile
+
+        self._tempfile = tempfile
+        self.work, self.tmp = os.path.join(root, "work"), os.path.join(root, "tmp")
+        for path in (root, self.work, self.tmp):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        os.chdir(self.work)
+        tempfile.tempdir = self.tmp
+
+    def empty(self) -> str | None:
+        """Remove what the job left in either directory; the part that could not be, for the runner's reply."""
+        self._tempfile.tempdir = self.tmp  # (tests may set it)
+        for path in (self.work, self.tmp):
+            try:
+                os.makedirs(path, mode=0o700, exist_ok=True)  # (the tests may have removed it)
+                with os.scandir(path) as entries:
+                    names = [entry.name for entry in entries]
+            except OSError:
+                return "its working directory"
+            if not all(layers.remove_tree(os.path.join(path, name)) for name in names):
+                return "the files the tests left in its working directory"
+        return None
 
 
 def _collect_what_the_job_left() -> None:

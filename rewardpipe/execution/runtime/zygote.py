@@ -1266,6 +1266,9 @@ class Zygote:
         """Fork the long-lived trusted runner. It is forked from this (tests-blind) process, so it starts
         clean; it then receives each job's tests directly from the scorer's memfd."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The runner's own working directory (and tempfile's), emptied after each job (trusted.serve_jobs); named
+        # past guessing, in the workers' directory, which the model's code cannot list.
+        self.runner_dir = os.path.join(self.worker_dir, f"runner-{secrets.token_hex(16)}")
         pid = os.fork()
         if pid == 0:
             status = 0
@@ -1286,7 +1289,7 @@ class Zygote:
                     if fd not in keep and fd > 2:
                         with contextlib.suppress(OSError):
                             os.close(fd)
-                trusted.serve_jobs(theirs.fileno(), layers.process_state(0))
+                trusted.serve_jobs(theirs.fileno(), layers.process_state(0), self.runner_dir)
             except BaseException:  # noqa: BLE001
                 status = 1
             finally:
@@ -1310,6 +1313,7 @@ class Zygote:
         self.runner_socket.close()
         if self.runner_pidfd is not None:
             os.close(self.runner_pidfd)
+        layers.remove_tree(self.runner_dir)
         self.start_trusted_runner()
 
     def _hand_to_trusted_runner(self, header: dict, fds: list[int]) -> None:
