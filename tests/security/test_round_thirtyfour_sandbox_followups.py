@@ -165,6 +165,13 @@ def one_worker(request, tmp_path, monkeypatch):
     executor.close()
 
 
+def _after(executor, code: str, first_tests: str, tests: str, entry_point: str = "f"):
+    """The verdict of ``tests`` run right after ``first_tests`` (which pass) on the same worker."""
+    first = thirtyone._run(executor, "first", code, first_tests, entry_point=entry_point)
+    assert first.status is ExecutionStatus.PASSED, (first.status, first.reason)
+    return thirtyone._run(executor, "next", code, tests, entry_point=entry_point)
+
+
 COUNTING = "def f(n):\n    return n\n"
 # The first job's tests seed the generator (as many do at module level) and draw as many numbers as the model's
 # answer says (a loop that stops at its first failure draws as many as the answer chooses).
@@ -184,9 +191,7 @@ def test_a_jobs_random_generator_does_not_carry_over_to_the_next_job(one_worker)
     # Before: the runner's generator went on from where the previous job left it, so the job before chose (by its
     # seed and its count of draws, which its model's answer set) every "random" input of the next job's tests, and
     # the next model read them: a wrong answer that fails on few inputs passed when the inputs avoided them.
-    first = thirtyone._run(one_worker, "seeds", COUNTING, SEEDING_TESTS, entry_point="f")
-    assert first.status is ExecutionStatus.PASSED, first.reason
-    second = thirtyone._run(one_worker, "draws", COUNTING, UNSEEDED_TESTS, entry_point="f")
+    second = _after(one_worker, COUNTING, SEEDING_TESTS, UNSEEDED_TESTS)
     assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
 
 
@@ -223,9 +228,7 @@ HOLDER = "class Holder:\n    def __init__(self, v):\n        self.v = v\n    def
 
 def test_a_model_object_kept_past_its_job_never_reaches_the_next_jobs_process(one_worker):
     code = HOLDER + "def make(v):\n    return Holder(v)\n"
-    first = thirtyone._run(one_worker, "keeps", code, KEEPING_TESTS, entry_point="make")
-    assert first.status is ExecutionStatus.PASSED, first.reason
-    second = thirtyone._run(one_worker, "calls", code, CALLING_TESTS, entry_point="make")
+    second = _after(one_worker, code, KEEPING_TESTS, CALLING_TESTS, entry_point="make")
     assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
 
 
@@ -271,9 +274,7 @@ READING_TESTS = (
 
 
 def test_files_a_jobs_tests_write_are_gone_before_the_next_job(one_worker, tmp_path):
-    first = thirtyone._run(one_worker, "writes", COUNTING, WRITING_TESTS, entry_point="f")
-    assert first.status is ExecutionStatus.PASSED, (first.status, first.reason)
-    second = thirtyone._run(one_worker, "reads", COUNTING, READING_TESTS, entry_point="f")
+    second = _after(one_worker, COUNTING, WRITING_TESTS, READING_TESTS)
     assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
     assert list(tmp_path.iterdir()) == []  # (the scorer's working directory: nothing of the tests' landed there)
 
@@ -284,7 +285,17 @@ def test_tests_that_remove_their_working_directory_leave_the_next_job_one(one_wo
         "        shutil.rmtree(tempfile.gettempdir())\n        shutil.rmtree(os.getcwd())\n"
         "        self.assertEqual(f(1), 1)\n"
     )
-    first = thirtyone._run(one_worker, "removes", COUNTING, removing, entry_point="f")
-    assert first.status is ExecutionStatus.PASSED, (first.status, first.reason)
-    second = thirtyone._run(one_worker, "writes again", COUNTING, WRITING_TESTS, entry_point="f")
+    second = _after(one_worker, COUNTING, removing, WRITING_TESTS)
     assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
+def test_tests_using_an_earlier_jobs_object_at_load_are_an_error_not_the_answers_failure(one_worker):
+    # The kept object is the tests' doing, whatever this job's model wrote: an ``error``, never its 0.
+    code = HOLDER + "def make(v):\n    return Holder(v)\n"
+    loading = (
+        "import json, unittest\nKEPT = json.rp_kept.value()\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+        "        self.assertEqual(make(2).value(), 2)\n"
+    )
+    second = _after(one_worker, code, KEEPING_TESTS, loading, entry_point="make")
+    assert second.status is ExecutionStatus.ERROR, (second.status, second.reason)
+    assert "earlier job" in (second.reason or ""), second.reason

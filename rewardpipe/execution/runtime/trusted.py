@@ -63,6 +63,11 @@ _LOOP_CONTROL_EXCEPTIONS = {"StopIteration", "StopAsyncIteration"}
 ENDED_JOB = "a model object of an earlier job, which has ended"
 
 
+class EarlierJobObject(Exception):
+    """The tests used a stub of a model object kept from an earlier job (ENDED_JOB): their doing, not this job's
+    model's (not a ModelProcessDied, which the load failure's attribution counts as the model's)."""
+
+
 class ModelProcessDied(Exception):
     """The model's process exited or was killed mid-test (its own doing, or a limit)."""
 
@@ -142,7 +147,7 @@ class Connection:
 
     def _request(self, message: dict) -> dict:
         if self.dead:
-            raise ModelProcessDied(self.dead)
+            raise (EarlierJobObject if self.dead is ENDED_JOB else ModelProcessDied)(self.dead)
         if WATCHED[0] and self.boundary_error is None:  # (only for tests that patch or measure: see _watch)
             self.boundary_error = _unseen_by_the_model()
         changed = self.links.changed()  # what the tests did to the containers linked to the model's (wire.Links)
