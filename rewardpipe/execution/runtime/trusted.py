@@ -2271,18 +2271,18 @@ class OwnDirectories:
     is removed (without recursion, as a job's directory is), and if that fails the runner is replaced."""
 
     def __init__(self, root: str):
-        import tempfile
-
-        self._tempfile = tempfile
         self.work, self.tmp = os.path.join(root, "work"), os.path.join(root, "tmp")
         for path in (root, self.work, self.tmp):
             os.makedirs(path, mode=0o700, exist_ok=True)
         os.chdir(self.work)
-        tempfile.tempdir = self.tmp
+        # (tempfile is not loaded here: the tests that import it find it from TMPDIR, which every job starts with)
+        os.environ["TMPDIR"] = self.tmp
 
     def empty(self) -> str | None:
         """Remove what the job left in either directory; the part that could not be, for the runner's reply."""
-        self._tempfile.tempdir = self.tmp  # (tests may set it)
+        tempfile = sys.modules.get("tempfile")
+        if tempfile is not None and getattr(tempfile, "tempdir", None) not in (None, self.tmp):
+            setattr(tempfile, "tempdir", None)  # noqa: B010 - (the tests set it: found from TMPDIR again)
         for path in (self.work, self.tmp):
             try:
                 os.makedirs(path, mode=0o700, exist_ok=True)  # (the tests may have removed it)
