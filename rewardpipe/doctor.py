@@ -21,6 +21,8 @@ the real loop and the real sandbox, scores each with the reward, and checks (err
 * ``scenario_failed``: a scenario's policy, or the environment, failed;
 * ``replay_failed``: the environment's ``replay()`` given a play's own messages raised, or rebuilt other messages
   or another execution job (``rewardpipe score`` would score each recording as something else, or not at all);
+* ``metrics_failed``: the environment's ``metrics()`` raised or returned what a record cannot hold (a run keeps
+  the score and says so only in each record's ``env_metrics_error``);
 * ``transcript_fields_failed``: the environment's ``transcript_fields()`` raised, returned no dict, a field a
   transcript does not hold or one of the wrong shape (a run leaves it out of every transcript without a word);
 * ``bad_tests``: the reference scenario's execution job has tests that cannot run (they do not parse, never
@@ -427,13 +429,17 @@ class _Watch:
         return False
 
     def changed_by(self, hook: str, what: str) -> None:
+        from rewardpipe.episode import hook_location
+
+        defined = hook_location(getattr(self.env, "_doctor_env", self.env), hook)
+        at = f" ({hook}() is at {defined})" if defined else ""  # as a hook's failure names its definition
         if what == "state":
-            self._add("state_mutated", f"{hook}() changed the state it was given (hooks must return a new state)")
+            self._add("state_mutated", f"{hook}() changed the state it was given (hooks must return a new state){at}")
         else:
             self._add(
                 "task_mutated",
                 f"{hook}() changed the task it was given, which every rollout of the task shares (keep an "
-                f"episode's data in its state)",
+                f"episode's data in its state){at}",
             )
 
     def _add(self, check: str, message: str) -> None:
@@ -606,6 +612,7 @@ def diagnose(
                 # on the reward below); then the scoring alone
                 _Watched.report_to(played, _Watch(env, run))
                 metrics = episode_metrics(run.state, task, played)
+                _metrics_failed(metrics, run)
                 inputs = {"messages": run.state.messages, "task": task, "state": run.state, "execution": run.execution}
                 pristine, before = pristine_copy(inputs), written_down(inputs)
                 run.record = finish_episode(run.state, task, run.execution, reward, env, env_metrics=metrics)
@@ -617,6 +624,18 @@ def diagnose(
                 _replay(env, task, run)  # what `rewardpipe score` makes of this play's recording
         _check_task(env, task, reward, diagnosis, runs, again)
     return diagnoses
+
+
+def _metrics_failed(metrics: dict[str, Any], run: ScenarioRun) -> None:
+    """A ``metrics()`` that raised or gave what a record cannot hold: a run keeps the score and says so only in each
+    record's ``env_metrics_error``, so doctor says it (``metrics_failed``)."""
+    error = metrics.get("env_metrics_error")
+    if error is None:
+        return
+    said = error if "metrics()" in error else f"metrics() raised {error}"
+    run.problems.append(
+        Finding("metrics_failed", f"scenario '{run.name}': {said} (every record says env_metrics_error instead)")
+    )
 
 
 def _transcript_fields(env: Any, task: Any, run: ScenarioRun) -> None:

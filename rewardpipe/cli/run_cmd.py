@@ -315,6 +315,7 @@ def run(
     all_alarms: list[Any] = []
     skipped = 0
     monitor_state = MonitorState(run_id=run_id)
+    metrics_failed = _MetricsFailed()
 
     def finish_step(step: int, records: list, transcripts: list, handle: Any) -> None:
         """Store a played step, check it, and mark it finished. Runs on the finisher thread, one step at a
@@ -397,6 +398,7 @@ def run(
                     progress=on_progress,
                     on_transcript=transcripts.append,
                 )
+                metrics_failed.update(records)
                 if finishing is not None:
                     finishing.result()  # at most one step waits to be stored: memory stays one step deep
                 finishing = finisher.submit(finish_step, step, records, transcripts, handle)
@@ -450,10 +452,12 @@ def run(
                 "steps": [r.to_dict() for r in reports],
                 "alarms": [a.to_dict() for a in all_alarms],
                 "warnings": run_warnings(reports),
+                "metrics_failed": {"rollouts": metrics_failed.rollouts, "first": metrics_failed.first},
             }
         )
     else:
         _print_run_summary(run_id, store.path_of(run_prefix(run_id)), reports, all_alarms)
+        metrics_failed.say()
     warn_of_run(run_warnings(reports))
     exit_for_losses(writer, alarm_failures, unchecked_steps, resume=resume_hint("run", run_id, out_dir))
     if unknown:
@@ -464,6 +468,31 @@ def run(
     failed = nothing_scored(sum(r.records for r in reports), sum(r.scored for r in reports), kinds, None)
     if plot_failed or unknown or failed:
         raise typer.Exit(1)
+
+
+class _MetricsFailed:
+    """The rollouts whose environment's ``metrics()`` failed: each kept its score and said so only in its record's
+    ``env_metrics_error``, which a run's summary never showed."""
+
+    def __init__(self) -> None:
+        self.rollouts = 0
+        self.first: str | None = None
+
+    def update(self, records: list) -> None:
+        for record in records:
+            error = (record.metrics or {}).get("env_metrics_error")
+            if error:
+                self.rollouts += 1
+                self.first = self.first or f"{record.rollout_id}: {error}"
+
+    def say(self) -> None:
+        if self.rollouts:
+            out.print(
+                f"[yellow]{self.rollouts} rollout(s) whose environment's metrics() failed[/] (scored; their records "
+                f"say env_metrics_error); e.g. {markup_safe(self.first)}",
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 def _report_unknown_tasks(unknown: Counter[str], tasks: Path | None) -> None:
