@@ -23,23 +23,28 @@ def _keys_named(text: str, start: str, settings: dict) -> set[str]:
     return {name for name in re.findall(r"`([a-z_]+)`", paragraph) if name in settings}
 
 
-def test_the_guides_three_lines_added_to_the_repositorys_cdk_json_deploy_the_users_environment_as_it_runs(
+def test_the_guides_three_lines_set_in_the_repositorys_cdk_json_deploy_the_users_environment_as_it_runs(
     monkeypatch,
 ):
     # Added as the guide said to the repository's cdk.json, the three lines failed the synth (`reward` beside its
     # old name `reward_name`, then `reward_weights` naming ask_before_coding's components), and its `max_turns: 6`
-    # would have ended every deployed rollout at 6 turns whatever the user's environment says. The guide now says
-    # which lines to delete; done as it says, the settings load and the environment keeps its own turn limit.
+    # would have ended every deployed rollout at 6 turns whatever the user's environment says. The guide said which
+    # lines to delete; cdk.json now sets `reward` (not its old name), so the guide's `reward` line replaces it and
+    # two lines are deleted. Done as the guide says, the settings load and the environment keeps its own turn limit.
     from stacks.config import load_settings
 
     settings = _repository_settings()
-    deleted = _keys_named(GUIDE.read_text(), "and delete the three lines", settings)
-    assert deleted == {"reward_name", "reward_weights", "max_turns"}
+    added = json.loads((EXAMPLE / "cdk_settings.json").read_text())
+    assert "reward_name" not in settings and set(added) & set(settings) == {"reward"}
+    guide = GUIDE.read_text()
+    assert _keys_named(guide, "In the `rewardpipe` object", settings) == {"reward"}  # the line it replaces
+    deleted = _keys_named(guide, "and delete the two lines", settings)
+    assert deleted == {"reward_weights", "max_turns"}
     readme = (ROOT / "README.md").read_text()
-    assert _keys_named(readme, "Delete the ", settings) == deleted  # the README says the same
+    assert "Replace the `reward` line" in readme  # the README says the same
+    assert _keys_named(readme, "delete the ", settings) == deleted
 
     monkeypatch.syspath_prepend(str(EXAMPLE))
-    added = json.loads((EXAMPLE / "cdk_settings.json").read_text())
     edited = {key: value for key, value in settings.items() if key not in deleted} | added
     loaded = load_settings(edited)
     from animals_env import ENVIRONMENT
@@ -49,10 +54,33 @@ def test_the_guides_three_lines_added_to_the_repositorys_cdk_json_deploy_the_use
     assert ENVIRONMENT.max_turns <= 20
 
     # and each deleted line is needed: kept, it fails the synth or silently overrides the environment's limit
-    for key in sorted(deleted - {"max_turns"}):
-        with pytest.raises(ValueError):
-            load_settings(edited | {key: settings[key]})
+    with pytest.raises(ValueError):
+        load_settings(edited | {"reward_weights": settings["reward_weights"]})
     assert load_settings(edited | {"max_turns": settings["max_turns"]}).max_turns == 6
+
+
+def test_the_aws_page_says_which_cdk_json_lines_are_ask_before_codings():
+    # docs/aws.md's "Deploy your own package" gave the three lines to add and said nothing of the lines this
+    # repository's cdk.json sets for ask_before_coding: kept, they fail the synth or cap every rollout at 6 turns.
+    settings = _repository_settings()
+    aws = (ROOT / "docs" / "aws.md").read_text()
+    section = aws[aws.index("### Deploy your own package") :].split("\n### ", 1)[0]
+    named = _keys_named(section, "In this repository's `cdk.json`", settings)
+    assert named >= {"reward", "reward_weights", "max_turns"}, named
+
+
+def test_the_reward_guide_states_the_component_naming_rule():
+    # `reward_error` is refused as a component name beside `aggregate` and `errors`; the guide where a user first
+    # names components said nothing of any of them.
+    from rewardpipe.components import FLAG_NAMES, RESERVED_NAMES
+
+    guide = " ".join((ROOT / "docs" / "guides" / "write-a-reward.md").read_text().split())
+    concept = " ".join((ROOT / "docs" / "concepts" / "component.md").read_text().split())
+    for name in RESERVED_NAMES | FLAG_NAMES:
+        assert f"`{name}`" in guide and f"`{name}`" in concept, name
+    assert "64" in guide
+    record = " ".join((ROOT / "docs" / "concepts" / "record.md").read_text().split())
+    assert "a component you name `reward_error`" not in record  # it cannot be named so any more
 
 
 CONCEPT = ROOT / "docs" / "concepts" / "environment.md"
