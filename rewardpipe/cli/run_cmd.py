@@ -774,6 +774,7 @@ def score(
     taskless: list[str] = []  # samples naming no task (no task_id) whose group is no task of the file either
     unreplayed: list[str] = []  # recorded rollouts the environment could not replay (replay_failed)
     first_error: list[str] = []  # the first error record, as an example for the summary
+    metrics_failed = _MetricsFailed()
     lazy_executor: list[Any] = []
 
     def executor() -> Any:
@@ -813,6 +814,7 @@ def score(
                 max_turns=max_turns,
             )
         writer.write(records)
+        metrics_failed.update(records)
         # a sample without a task_id took its group as its task id: that is no task the user named
         unnamed = {(r.step, r.rollout_id) for r in batch if env is None and not r.names_task}
         for record in records:
@@ -886,6 +888,7 @@ def score(
         if error_kinds:  # "errors 3" alone sent a user to --json to learn what they were
             kinds = ", ".join(f"{kind} {count}" for kind, count in error_kinds.most_common())
             sys.stdout.write(printable(f"errors: {kinds}; e.g. {first_error[0]}") + "\n")
+        metrics_failed.say()
     exit_for_losses(writer, 0, resume=resume_hint("score", run_id, out_dir))
     if unknown_tasks:
         _report_unknown_tasks(unknown_tasks, tasks)

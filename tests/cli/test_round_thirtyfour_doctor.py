@@ -93,6 +93,14 @@ class TestAMetricsHookThatFails:
         assert summary["metrics_failed"]["rollouts"] == sum(step["records"] for step in summary["steps"]) > 0
         assert "KeyError" in summary["metrics_failed"]["first"]
 
+    def test_scores_summary_names_them_too(self, cli, envs, tmp_path):
+        result = cli(
+            "score", ANIMALS / "rollouts.jsonl", "--env", f"{envs}:MetricsRaise", "--tasks", ANIMALS / "animals.jsonl",
+            "--out", tmp_path / "store",
+        )  # fmt: skip
+        # (the example's recordings hold one that does not replay, otter-d: exit 1, said as before)
+        assert "whose environment's metrics() failed" in result.stdout and "KeyError" in result.stdout, result.stdout
+
     def test_a_good_metrics_is_not_mentioned(self, cli, envs, tmp_path):
         result = cli(
             "run", "--env", f"{envs}:PolicyTurnMutates", "--tasks", ANIMALS / "animals.jsonl",
