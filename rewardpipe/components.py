@@ -46,9 +46,6 @@ LEGACY_INPUT = "data"
 ROLES = ("outcome", "shaping", "penalty")
 #: Names the monitor uses for targets of its own; a component cannot take them.
 RESERVED_NAMES = frozenset({"aggregate", "errors"})
-#: The flag a single-turn answer (Nova's reward-Lambda shape) carries beside the components in ``metrics_list``: a
-#: component of that name would be a second entry of the same name, which a reader of the metrics by name mixes up.
-FLAG_NAMES = frozenset({"reward_error"})
 # A component's name is a record key, a metric name (rewardpipe/<name>/...) and a TRL reward function's name.
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
@@ -148,10 +145,6 @@ def check_name(name: Any, what: str = "component") -> str:
         )
     if name in RESERVED_NAMES:
         raise ComponentDefinitionError(f"{what} name {name!r} is reserved for the monitor's own targets")
-    if what == "component" and name in FLAG_NAMES:
-        raise ComponentDefinitionError(
-            f"component name {name!r} is reserved for the error flag of a single-turn answer's metrics_list"
-        )
     return name
 
 
