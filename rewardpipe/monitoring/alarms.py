@@ -36,7 +36,9 @@ class Alarm:
     threshold; ``figures.projected_dead_step`` says when it gets there), ``error_rate`` (too many records could not be
     scored) or ``recovered`` (the condition named by ``recovered_from`` has cleared). ``cause`` is a stable
     machine-readable reason (``constant_at_minimum``, ``constant_at_maximum``, ``constant_everywhere``,
-    ``constant_within_groups``, ``components_cancel``, ``no_values``, ``sparse_values``, ``error_rate``, ``recovered``);
+    ``constant_within_groups``, ``components_cancel``, ``no_values``, ``sparse_values``, ``error_rate``, ``recovered``;
+    a ``recovered`` alarm that closes a dead alarm whose component is no longer judged, without a recovery, says why:
+    ``no_longer_judged_idle_penalty``, ``no_longer_judged_absent`` or ``no_longer_judged_ignored``);
     ``message`` is the sentence for a human; ``figures`` holds the numbers.
     """
 

@@ -3,7 +3,9 @@
 * A dead-component alarm is raised after ``raise_after`` consecutive ``dead`` steps; while it is open,
   dead steps do not raise it again; it clears (a ``recovered`` alarm) only when the zero-variance share
   drops below ``recover_fraction``; a share between the two thresholds keeps the current state, and
-  ``insufficient_data`` neither raises nor clears.
+  ``insufficient_data`` neither raises nor clears. A component no longer judged (now an idle penalty, ``info``;
+  absent from a scored step's records; ignored) has its streaks ended and an open alarm closed by a ``recovered``
+  alarm whose cause says it was no recovery (:func:`stop_judging`).
 * A ``dying`` warning (:mod:`rewardpipe.monitoring.trend`) is raised once per decline: it is not raised
   again until the rise stops (the fitted slope is no longer positive) or the dead alarm takes over.
 * The error-rate alarm follows the same logic on the share of records with status ``error``, raised
@@ -99,6 +101,11 @@ def track_component(
     _record_trend(target, step, frac, stats.eligible_groups, th.dying_window + BASELINE_STEPS)
     target.dead_streak = target.dead_streak + 1 if stats.verdict == "dead" else 0
     stats.dead_streak = target.dead_streak
+    if stats.verdict == "info" and target.active:
+        # an idle penalty is not judged dead (alarm_idle_penalties off): its open alarm is closed, and said so
+        alarm = stop_judging(target, stats.name, step, run_id, IDLE_PENALTY)
+        stats.alarm_active = target.active
+        return alarm
     alarm = None
     if not target.active and (stats.verdict != "dead" or target.streak == 0):
         # where the streak's evidence starts: a pooled verdict covers every step of its pool
@@ -152,6 +159,50 @@ def track_component(
         alarm = _track_decline(target, stats, step, run_id, th)
     stats.alarm_active = target.active
     return alarm
+
+
+#: ``cause`` of the ``recovered`` alarm that closes a dead alarm whose target is no longer judged (no recovery):
+#: the component is now an idle penalty (``info``), is absent from a scored step's records (renamed, removed), or
+#: is ignored.
+IDLE_PENALTY = "no_longer_judged_idle_penalty"
+ABSENT = "no_longer_judged_absent"
+IGNORED = "no_longer_judged_ignored"
+_NOT_JUDGED = {
+    IDLE_PENALTY: (
+        "it is now an idle penalty (verdict info: a penalty that never fires), which is not alarmed as dead unless "
+        "alarm_idle_penalties is set"
+    ),
+    ABSENT: (
+        "it is absent from every scored record of this step (renamed or removed from the reward?); should it come "
+        "back dead, it is alarmed again"
+    ),
+    IGNORED: "it is ignored by the alarm policy (ignore)",
+}
+
+
+def stop_judging(target: TargetState, name: str, step: int, run_id: str | None, cause: str) -> Alarm | None:
+    """The target is no longer judged at ``step`` (``cause``: one of :data:`_NOT_JUDGED`): its streaks end (the
+    DeadStreak metric stops counting it) and an open dead alarm is closed by a ``recovered`` alarm whose cause
+    says it was not a recovery. Returns that alarm, or None when no alarm was open."""
+    since, was_active = target.since, target.active
+    target.active, target.streak, target.since, target.streak_since = False, 0, None, None
+    target.dead_streak = 0
+    target.dying_active, target.dying_since, target.dying_seen = False, None, 0
+    if not was_active:
+        return None
+    return Alarm(
+        kind="recovered",
+        component=name,
+        step=step,
+        cause=cause,
+        recovered_from="dead_component",
+        run_id=run_id,
+        message=(
+            f"{label(name)}'s dead alarm (open since step {since}) is closed at step {step} without a recovery: "
+            f"{_NOT_JUDGED[cause]}"
+        ),
+        figures={"dead_since_step": since, "closed_because": cause},
+    )
 
 
 def since_last_dead(target: TargetState, dead_fraction: float) -> tuple[list[tuple[int, float]], list[int]]:

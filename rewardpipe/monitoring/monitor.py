@@ -28,7 +28,7 @@ from rewardpipe.monitoring.alarms import (
 from rewardpipe.monitoring.batch import RecordBatch, accumulate_batch
 from rewardpipe.monitoring.causes import diagnose
 from rewardpipe.monitoring.examples import choose_examples
-from rewardpipe.monitoring.hysteresis import track_component, track_errors
+from rewardpipe.monitoring.hysteresis import ABSENT, IGNORED, stop_judging, track_component, track_errors
 from rewardpipe.monitoring.messages import run_warnings
 from rewardpipe.monitoring.pooling import StepHistory, pool_small_steps, stored_step
 from rewardpipe.monitoring.state import MonitorState, PendingDelivery, load_state, state_key
@@ -193,6 +193,7 @@ def judge(
             alarm = track_component(AGGREGATE_TARGET, report.aggregate, step, run_id, state, th)
             if alarm:
                 step_alarms.append(alarm)
+        step_alarms.extend(_stop_judging(report, ignored, state, run_id))
         alarm = track_errors(report, run_id, state, th)
         if alarm:
             step_alarms.append(alarm)
@@ -211,6 +212,29 @@ def judge(
         unreadable=[b.to_dict() for b in bad],
         set_aside=set_aside,
     )
+
+
+def _stop_judging(report: StepReport, ignored: set[str], state: MonitorState, run_id: str | None) -> list[Alarm]:
+    """The targets a checked step no longer judges: the components it leaves out of every scored record (renamed,
+    removed) and the ignored ones. Their open dead alarms were never cleared and their dead streaks kept counting in
+    the variance check's DeadStreak: each is closed with a note (:func:`~.hysteresis.stop_judging`). A step with no
+    scored record tells nothing of its components (the error-rate alarm speaks for it)."""
+    alarms = []
+    for key, target in state.targets.items():
+        name = AGGREGATE_TARGET if key == AGGREGATE_TARGET else key.removeprefix("component:")
+        if key != AGGREGATE_TARGET and not key.startswith("component:"):
+            continue
+        if name in ignored:
+            cause = IGNORED
+        elif key != AGGREGATE_TARGET and report.scored and name not in report.components:
+            cause = ABSENT
+        else:
+            continue
+        if target.active or target.dead_streak or target.streak or target.dying_active:
+            alarm = stop_judging(target, name, report.step, run_id, cause)
+            if alarm is not None:
+                alarms.append(alarm)
+    return alarms
 
 
 def explain(alarm: Alarm, report: StepReport, acc: StepAcc, th: Thresholds) -> None:
