@@ -433,6 +433,14 @@ def _summary(run_id: str, result: Any, left_out: list[str]) -> dict[str, Any]:
         message = "components not declared by the reward or the run's manifest: no CloudWatch metrics sent for them"
         log = {"level": "WARNING", "message": message, "run_id": run_id, "step": report.step}
         print(json.dumps({**log, "metrics_left_out": summary["metrics_left_out"]}))
+    warnings = result.warnings
+    if warnings:
+        # the run warnings `rewardpipe monitor` and `report` give (the simulated user replaced, values outside
+        # their range, single-rollout groups): in the step's summary and in the function's log, one line each
+        summary["warnings"] = warnings
+        for warning in warnings:
+            log = {"level": "WARNING", "message": warning["message"][:2000], "kind": warning["kind"]}
+            print(json.dumps({**log, "run_id": run_id, "step": report.step}))
     if result.already_delivered:
         summary["already_delivered"] = [a.dedupe_key for a in result.already_delivered]
     if result.unreadable:

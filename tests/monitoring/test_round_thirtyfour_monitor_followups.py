@@ -144,3 +144,31 @@ def test_the_variance_checks_dead_streak_stops_counting_a_removed_component(buck
     assert streaks.get("pen", 0) == 0
     closed = [a for a in out["results"][0]["alarms"] if a["component"] == "pen"]
     assert [a["cause"] for a in closed] == ["no_longer_judged_absent"]
+
+
+# -- 2. the run warnings on the variance check's path ---------------------------------------------------------------
+
+
+def test_the_variance_check_logs_and_reports_the_llm_user_replaced_warning(bucket, capsys):
+    import json
+
+    from rewardpipe.monitoring.messages import USER_REPLACED
+
+    records = _records(lambda i: {"ok": float(i % 2)}, {"ok": 1.0}, steps=1)
+    for n, r in enumerate(records):
+        r.metrics["llm_user_fallbacks"] = int(n % 3 == 0)  # a third of the rollouts: over the warning's share
+        bucket.put_record(r)
+    capsys.readouterr()
+    out = _check(bucket, 0)
+    printed = capsys.readouterr().out
+    (summary,) = out["results"]
+    assert [w["kind"] for w in summary["warnings"]] == [USER_REPLACED]
+    logged = [json.loads(line) for line in printed.splitlines() if line.startswith('{"level": "WARNING"')]
+    assert [(w["kind"], w["run_id"], w["step"]) for w in logged] == [(USER_REPLACED, "r1", 0)]
+    assert "rule-based user replaced the LLM-played user in 7 of 20" in logged[0]["message"]
+
+
+def test_a_healthy_step_has_no_warnings_in_the_checks_summary(bucket):
+    for r in _records(lambda i: {"ok": float(i % 2)}, {"ok": 1.0}, steps=1):
+        bucket.put_record(r)
+    assert "warnings" not in _check(bucket, 0)["results"][0]
