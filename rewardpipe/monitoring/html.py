@@ -366,9 +366,11 @@ def _transcript(example: dict[str, Any]) -> str:
         if role == "assistant":
             turn = message.get("turn", turn + 1)  # reports before the cap did not say it
             kinds = transcript.get("turn_kinds") or []
-            role = (
-                f"assistant · turn {turn} · {kinds[turn] if isinstance(turn, int) and 0 <= turn < len(kinds) else '?'}"
+            # a message past the left-out ones carries its kind; the list has the first turns' (all, before the cut)
+            kind = message.get("turn_kind") or (
+                kinds[turn] if isinstance(turn, int) and 0 <= turn < len(kinds) else "?"
             )
+            role = f"assistant · turn {turn} · {kind}"
         if message.get("name") is not None:
             role += f" · {message['name']}"
         if message.get("tool_call_id") is not None:

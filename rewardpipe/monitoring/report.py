@@ -131,11 +131,15 @@ def _compact_message(message: Any, turn: int | None) -> dict[str, Any]:
     return compact
 
 
-def _compact_messages(messages: Sequence[Any]) -> dict[str, Any]:
+def _compact_messages(messages: Sequence[Any], turn_kinds: Sequence[str] = ()) -> dict[str, Any]:
     """The messages the report shows (:data:`FIRST_MESSAGES` and :data:`LAST_MESSAGES`), their count
     (``messages_count``), how many between them are left out (``messages_left_out``) and where (the index of the
-    first, ``messages_left_out_from``; then each assistant message shown says its ``turn``). An episode of thousands
-    of messages made a report of megabytes per example."""
+    first, ``messages_left_out_from``; then each assistant message shown says its ``turn`` and, when known, its
+    ``turn_kind``). An episode of thousands of messages made a report of megabytes per example.
+
+    ``turn_kinds`` (the kind of each assistant turn, read by the page as ``turn_kinds[turn]``) keeps the turns of
+    the first messages shown, each cut; ``turn_kinds_count`` says how many there were when that is fewer. It was
+    cut per entry only: a transcript of 100,000 turns listed 100,000 kinds per example."""
     turns: list[int | None] = []
     turn = -1
     for message in messages:
@@ -145,11 +149,22 @@ def _compact_messages(messages: Sequence[Any]) -> dict[str, Any]:
     count = len(messages)
     left_out = max(count - FIRST_MESSAGES - LAST_MESSAGES, 0)
     shown = range(count) if not left_out else [*range(FIRST_MESSAGES), *range(count - LAST_MESSAGES, count)]
+    compact = [_compact_message(messages[i], turns[i] if left_out else None) for i in shown]
+    if left_out:
+        for message in compact:
+            at = message.get("turn")
+            if at is not None and at < len(turn_kinds):
+                message["turn_kind"] = _cut(turn_kinds[at], 80)
+    # the turns before the first message left out (all of them when none is): numbered from 0, as the page reads
+    first_turns = 1 + max((t for t in turns[: FIRST_MESSAGES if left_out else count] if t is not None), default=-1)
+    kinds = [_cut(kind, 80) for kind in turn_kinds[:first_turns]]
     return {
-        "messages": [_compact_message(messages[i], turns[i] if left_out else None) for i in shown],
+        "messages": compact,
         "messages_count": count,
         "messages_left_out": left_out,
         **({"messages_left_out_from": FIRST_MESSAGES} if left_out else {}),
+        "turn_kinds": kinds,
+        **({"turn_kinds_count": len(turn_kinds)} if len(turn_kinds) > len(kinds) else {}),
     }
 
 
@@ -164,8 +179,7 @@ def _compact_transcript(transcript: Any) -> dict[str, Any]:
     put there: a verdict's reason quoting the model's output whole made a report of megabytes per example)."""
     verdict = transcript.verdict
     return {
-        **_compact_messages(transcript.messages),
-        "turn_kinds": [_cut(kind, 80) for kind in transcript.turn_kinds],
+        **_compact_messages(transcript.messages, transcript.turn_kinds),
         # only an environment with a spec reports revealed items (the page counts them only then)
         **(_compact_revealed(transcript.revealed) if transcript.reveals_spec else {}),
         "executed_code": None if transcript.executed_code is None else _cut(transcript.executed_code),

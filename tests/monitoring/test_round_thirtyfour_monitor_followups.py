@@ -172,3 +172,80 @@ def test_a_healthy_step_has_no_warnings_in_the_checks_summary(bucket):
     for r in _records(lambda i: {"ok": float(i % 2)}, {"ok": 1.0}, steps=1):
         bucket.put_record(r)
     assert "warnings" not in _check(bucket, 0)["results"][0]
+
+
+# -- 3. the report's turn_kinds, bounded in count -------------------------------------------------------------------
+
+
+def _transcript(count, kinds):
+    """``count`` messages (a user's task, then assistant and user in turn) and ``kinds`` turn kinds."""
+    from types import SimpleNamespace
+
+    from rewardpipe.models import Message
+    from rewardpipe.transcripts import Verdict
+
+    messages = [Message(role="user", content="the task")] + [
+        Message(role="assistant" if i % 2 == 0 else "user", content=f"m{i}") for i in range(count - 1)
+    ]
+    return SimpleNamespace(
+        messages=messages,
+        turn_kinds=[f"k{i}" for i in range(kinds)],
+        reveals_spec=False,
+        executed_code=None,
+        verdict=Verdict(status="not_executed"),
+        components={},
+        aggregate=None,
+    )
+
+
+def _page(compact):
+    from rewardpipe.monitoring.html import _transcript as page
+
+    return page({"rollout_id": "r", "group_id": "g", "step": 0, "transcript": compact})
+
+
+def test_a_long_transcripts_turn_kinds_keep_only_the_shown_turns():
+    import json
+
+    from rewardpipe.monitoring.report import FIRST_MESSAGES, LAST_MESSAGES, _compact_transcript
+
+    compact = _compact_transcript(_transcript(100_001, 50_000))
+    assert compact["turn_kinds_count"] == 50_000
+    shown_turns = [m["turn"] for m in compact["messages"] if m["role"] == "assistant"]
+    assert len(compact["turn_kinds"]) + sum(1 for m in compact["messages"] if "turn_kind" in m) <= (
+        FIRST_MESSAGES + LAST_MESSAGES
+    )
+    assert len(json.dumps(compact)) < 20_000
+    page = _page(compact)
+    # every turn shown is named by its own kind, the first ones and the last ones alike
+    for turn in shown_turns:
+        assert f"assistant · turn {turn} · k{turn}" in page
+    assert shown_turns[0] == 0 and shown_turns[-1] == 49_999
+
+
+def test_a_short_transcript_with_many_kinds_lists_the_kinds_of_its_turns():
+    from rewardpipe.monitoring.report import _compact_transcript
+
+    compact = _compact_transcript(_transcript(7, 100_000))  # 3 assistant turns, 100,000 kinds
+    assert compact["turn_kinds"] == ["k0", "k1", "k2"]
+    assert compact["turn_kinds_count"] == 100_000
+    assert "assistant · turn 2 · k2" in _page(compact)
+
+
+def test_a_transcript_with_as_many_kinds_as_turns_is_as_before():
+    from rewardpipe.monitoring.report import _compact_transcript
+
+    compact = _compact_transcript(_transcript(7, 3))
+    assert compact["turn_kinds"] == ["k0", "k1", "k2"]
+    assert "turn_kinds_count" not in compact
+    assert all("turn_kind" not in m for m in compact["messages"])
+
+
+def test_a_report_written_before_the_cut_still_names_its_turns():
+    from rewardpipe.monitoring.report import _compact_transcript
+
+    compact = _compact_transcript(_transcript(1001, 500))
+    old = {**compact, "turn_kinds": [f"k{i}" for i in range(500)]}
+    old["messages"] = [{k: v for k, v in m.items() if k != "turn_kind"} for m in compact["messages"]]
+    old.pop("turn_kinds_count")
+    assert "assistant · turn 499 · k499" in _page(old)
