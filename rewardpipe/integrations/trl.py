@@ -669,6 +669,10 @@ class RewardPipeMonitor:
         self.reward_funcs = self.scorer.functions()
         self.reward_weights = [c.weight for c in self.reward.components]
         self.alarms: list[Any] = []
+        # The monitor's warnings about the run (llm_user_replaced, values_out_of_range...), each batch's; each kind is
+        # logged once, as `rewardpipe monitor` says it once.
+        self.warnings: list[dict[str, Any]] = []
+        self._warned_kinds: set[str] = set()
         self.reports: list[Any] = []  # one StepReport per monitored batch
         self.state: Any = None  # the monitor's hysteresis state
         # The last batches, so a component short of groups in small batches is judged over several of them
@@ -843,6 +847,11 @@ class RewardPipeMonitor:
         self.alarms.extend(result.alarms)
         for alarm in result.alarms:
             logger.warning("rewardpipe alarm at batch %s: %s", alarm.step, alarm.message)
+        for warning in result.warnings:
+            self.warnings.append({**warning, "batch": self.batches})
+            if warning["kind"] not in self._warned_kinds:
+                self._warned_kinds.add(warning["kind"])
+                logger.warning("rewardpipe warning at batch %s: %s", self.batches, warning["message"])
         if main and self.store is not None:
             if self._resumed:
                 self._persist(records, result)

@@ -300,3 +300,29 @@ class TestAnotherRewardFunctionBesideRewardpipesSilencesTheAggregatesAlarm:
         assert callback.reports[0].aggregate.verdict == "dead"  # the raw weighted sum is constant in every group
         assert callback.alarms == []
         assert "normalize_then_sum" in caplog.text
+
+
+class TestTheCallbackSaysTheRunsWarnings:
+    """`rewardpipe monitor` and `report` warn about the run as a whole (``llm_user_replaced``: the LLM-played user
+    replaced by the rule-based one in many rollouts; values out of their declared range...); the TRL callback judged
+    the same batches and never said them."""
+
+    def test_each_kind_is_logged_once_and_every_batchs_kept(self, caplog, monkeypatch):
+        from rewardpipe.integrations.trl import RewardPipeMonitor
+        from rewardpipe.monitoring import monitor
+
+        said = {"kind": "llm_user_replaced", "message": "the rule-based user replaced the LLM user in 40% of step 0"}
+        monkeypatch.setattr(monitor, "run_warnings", lambda steps: [dict(said)])
+        callback = RewardPipeMonitor("gsm8k")
+        trainer = _Trainer(callback, main=True)
+        prompts = [p for p in ("1+1?", "2+2?", "3+3?", "4+4?") for _ in range(2)]
+        for _ in range(2):  # two batches
+            for fn in callback.reward_funcs:
+                fn(
+                    prompts=prompts,
+                    completions=["#### 2", "#### 3"] * 4,
+                    answer=["2"] * 8,
+                    log_metric=trainer._log_metric,
+                )
+        assert [w["kind"] for w in callback.warnings] == ["llm_user_replaced"] * 2
+        assert caplog.text.count("rule-based user replaced the LLM user") == 1
