@@ -810,7 +810,7 @@ def hook_location(env: Any, hook: str) -> str | None:
     import inspect
     import os
 
-    from rewardpipe.rewards.base import RAISED_PATH_CHARS, _library_dirs
+    from rewardpipe.rewards.base import _library_dirs, shown_path
 
     method = getattr(type(env), hook, None)
     code = getattr(inspect.unwrap(method), "__code__", None) if callable(method) else None
@@ -819,11 +819,7 @@ def hook_location(env: Any, hook: str) -> str | None:
     path = os.path.realpath(code.co_filename)
     if path.replace("\\", "/").startswith(_library_dirs()):
         return None
-    relative = os.path.relpath(path) if os.path.isabs(path) else path
-    shown = relative if not relative.startswith("..") else path
-    if len(shown) > RAISED_PATH_CHARS:
-        shown = "..." + shown[-(RAISED_PATH_CHARS - 3) :]
-    return f"{encodable(shown)}:{code.co_firstlineno}"
+    return f"{shown_path(path)}:{code.co_firstlineno}"
 
 
 class ConversationError(RuntimeError):

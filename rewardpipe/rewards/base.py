@@ -299,14 +299,20 @@ def user_location(exc: BaseException) -> str | None:
     """``file:line`` of :func:`user_frame` (None when there is none), for a record's error: the path is relative
     to the working directory when under it, its tail kept past :data:`RAISED_PATH_CHARS`, control characters
     escaped."""
-    import os
-
-    from rewardpipe.safe_text import printable
-
     found = user_frame(exc)
     if found is None:
         return None
     path, frame = found
+    return f"{shown_path(path)}:{frame.lineno}"
+
+
+def shown_path(path: str) -> str:
+    """A user's file as an error names it: relative to the working directory when under it, control characters
+    escaped, its tail kept past :data:`RAISED_PATH_CHARS` (the file's own name)."""
+    import os
+
+    from rewardpipe.safe_text import printable
+
     try:
         relative = os.path.relpath(path)
         path = relative if not relative.startswith("..") else path
@@ -315,7 +321,7 @@ def user_location(exc: BaseException) -> str | None:
     path = printable(path, keep_newlines=False)
     if len(path) > RAISED_PATH_CHARS:
         path = "..." + path[-(RAISED_PATH_CHARS - 3) :]
-    return f"{path}:{frame.lineno}"
+    return path
 
 
 def how_failed(exc: BaseException) -> str:
