@@ -5,6 +5,9 @@ to the limit. A call still running then is *abandoned*: the caller gets the call
 rollout or sample becomes an error record) while the call goes on in the background until it returns or the
 process ends. A function that hangs on every input would otherwise leave one more thread behind per call, so
 past ``max_abandoned`` calls still running the next call fails at once, with no thread and no wait.
+
+On the main thread (a Lambda handler's) a call can instead be stopped in place (:func:`call_on_main_thread_until`):
+a watching thread sends the main thread a signal of rewardpipe's own at the limit, and nothing is left running.
 """
 
 from __future__ import annotations
@@ -191,7 +194,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def main_thread_timer_free() -> bool:
+def main_thread_call_stoppable() -> bool:
     """Whether :func:`call_on_main_thread_until` can stop a call here: this is the main thread, the platform has the
     real-time signal it sends, and no other code took that signal."""
     if _STOP_SIGNAL is None or threading.current_thread() is not threading.main_thread():
@@ -202,7 +205,7 @@ def main_thread_timer_free() -> bool:
 def call_on_main_thread_until(
     function: Callable[..., Any], args: tuple, timeout_s: float, timed_out: Callable[[int], BaseException]
 ) -> Any:
-    """``function(*args)`` in this thread (the main one, see :func:`main_thread_timer_free`), stopped after
+    """``function(*args)`` in this thread (the main one, see :func:`main_thread_call_stoppable`), stopped after
     ``timeout_s`` with ``timed_out(0)``. Unlike :meth:`AbandonedCalls.call` nothing is left running, and the called
     code may use ``signal`` itself, its own timers included (``math_verify``'s timeouts set SIGALRM handlers, which
     raise in any other thread): the stop is a signal of its own, sent by a watching thread. Code stuck in C that

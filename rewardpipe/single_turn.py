@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from rewardpipe.bounded import AbandonedCalls, call_on_main_thread_until, main_thread_timer_free
+from rewardpipe.bounded import AbandonedCalls, call_on_main_thread_until, main_thread_call_stoppable
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
@@ -298,7 +298,7 @@ def _within(until: float | None, call: Any, arg: Any, *, on_this_thread: bool = 
     if until is None:
         return call(arg)
     seconds = max(0.0, until - time.monotonic())
-    if on_this_thread and main_thread_timer_free():
+    if on_this_thread and main_thread_call_stoppable():
         return call_on_main_thread_until(call, (arg,), seconds, _ScoringTimedOut)
     return _SCORING_CALLS.call(call, (arg,), {}, seconds, _ScoringTimedOut)
 
