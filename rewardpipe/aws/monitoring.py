@@ -349,8 +349,14 @@ class RunMetricRuns:
                 f"per-run DeadStreak and ErrorStreak not sent for this run: {why}; the alarms' streaks (no run "
                 f"dimension) still count this run"
             )
-            print(json.dumps({"level": "WARNING", "message": message[:2000], "run_id": run_id}))
+            _log_warning(message, run_id=run_id)
         return False
+
+
+def _log_warning(message: str, **fields: Any) -> None:
+    """One JSON ``WARNING`` line in the function's log (a scheduled check's result is read by nobody), its message
+    cut to 2,000 characters (a warning may quote what a record holds)."""
+    print(json.dumps({"level": "WARNING", "message": message[:2000], **fields}))
 
 
 def _active_states(store: Any, settings: Settings, now: Any = None, read: bool = True) -> dict[str, Any]:
@@ -431,16 +437,14 @@ def _summary(run_id: str, result: Any, left_out: list[str]) -> dict[str, Any]:
         summary["metrics_left_out"] = {"count": len(left_out), "components": left_out[:LEFT_OUT_LISTED]}
         # in the function's log too: a scheduled check's result is read by nobody
         message = "components not declared by the reward or the run's manifest: no CloudWatch metrics sent for them"
-        log = {"level": "WARNING", "message": message, "run_id": run_id, "step": report.step}
-        print(json.dumps({**log, "metrics_left_out": summary["metrics_left_out"]}))
+        _log_warning(message, run_id=run_id, step=report.step, metrics_left_out=summary["metrics_left_out"])
     warnings = result.warnings
     if warnings:
         # the run warnings `rewardpipe monitor` and `report` give (the simulated user replaced, values outside
         # their range, single-rollout groups): in the step's summary and in the function's log, one line each
         summary["warnings"] = warnings
         for warning in warnings:
-            log = {"level": "WARNING", "message": warning["message"][:2000], "kind": warning["kind"]}
-            print(json.dumps({**log, "run_id": run_id, "step": report.step}))
+            _log_warning(warning["message"], kind=warning["kind"], run_id=run_id, step=report.step)
     if result.already_delivered:
         summary["already_delivered"] = [a.dedupe_key for a in result.already_delivered]
     if result.unreadable:
