@@ -82,7 +82,7 @@ GROUPED_DIGITS = re.compile(r"\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3}")
 _WRAPPING = "*_`\"'\u201c\u201d\u2018\u2019"
 # Full-width forms (what a CJK input method types: ``７``, ``ｃｒａｎｅ``) as the ASCII they stand for. Not NFKC: it
 # reads a superscript as a digit, and ``7²`` (49) would then be ``72``.
-_FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 
 
 def plain_content(text: str) -> str:
@@ -90,7 +90,7 @@ def plain_content(text: str) -> str:
     zero-width space, a BOM) dropped, trimmed, and Markdown emphasis, code marks or quotes around the whole of it
     dropped, with a final period (``**7**``, `` `crane` ``, ``"gizmo".``). What lies between the marks is kept as it
     is: nothing it says is changed, only how it was set off. Linear in the text."""
-    folded = text.translate(_FULL_WIDTH)
+    folded = text.translate(FULL_WIDTH)
     visible = "".join(char for char in folded if unicodedata.category(char) != "Cf")
     content = visible.strip().rstrip(".").rstrip()
     if content and content[0] in _WRAPPING and content[-1] in _WRAPPING:  # one pass: "**7.**", "`7`", "\"7\""

@@ -20,7 +20,7 @@ import re
 import unicodedata
 from decimal import Decimal
 
-from rewardpipe.tagged import GROUPED_DIGITS
+from rewardpipe.tagged import FULL_WIDTH, GROUPED_DIGITS
 
 # Typographic minus signs are minus signs: "#### −42" was read as 42 (the sign is no "-"), so a negative answer scored
 # correct against the positive reference. So are the other dashes typesetting writes a minus or a range with (round
@@ -51,7 +51,7 @@ SIGNS.update(dict.fromkeys(range(0x2061, 0x2065), "*"))
 # Full-width forms (what a CJK input method types) are the ASCII they stand for, as tool_call's answers always were
 # (rewardpipe.tagged.plain_content): gsm8k read "#### 42／42" (a fraction) and "#### 42 － 42" as 42, its operator no
 # "/" or "-", and "#### １２，０００" as no number (round thirty-four).
-SIGNS.update({code: chr(code - 0xFEE0) for code in range(0xFF01, 0xFF5F) if code != 0xFF0D} | {0x3000: " "})
+SIGNS.update({code: chr(ascii_code) for code, ascii_code in FULL_WIDTH.items()})  # (its hyphen-minus: "-" too)
 # Invisible characters (format characters: zero-width spaces and joiners, soft hyphens, bidirectional marks; and
 # combining marks) are no part of what a reader sees: "#### 4\u200b2" shows 42 and was read as 4, and
 # "#### 42\u200b/5" hid its fraction bar (42). They are dropped before anything is read (round twenty-two), but
