@@ -13,7 +13,8 @@ reference numerically, else 0.0. A number is read whole or not at all: one that 
 an expression, a ratio or a mixed number is no answer. A hedge is no answer either (and the text's last number is
 not read in its place): a box holding two numbers that stand alone, ``\\boxed{41 or 42}``, or a mark's line holding
 after its number another of another value, set apart as the answer is: ``#### 41 or 42``, ``#### 42 = 41``, ``#### 42
-(41)`` (words and working may follow the answer: ``#### 42 apples``, ``#### 42 (6 x 7)``). A reference (marked, or
+(41)``, ``#### 42 or forty-one`` (a number in words is a number: ``#### 42 (forty-two)`` is 42; words and working
+may follow the answer: ``#### 42 apples``, ``#### 42 (6 x 7)``). A reference (marked, or
 a bare string) is read by the same rule. An unreadable reference answer is an error (None), never a 0 for every
 sample, which would make the component constant and silently dead.
 """
@@ -83,6 +84,25 @@ _NUMBERED_HEADING = re.compile(r"[.)][^\S\r\n]+[^\W\d_]|(?:st|nd|rd|th)\b", re.I
 # 41 or 42" was 41 (round twenty-eight), and a list of connectives ("or", "and", "to", ...) left "#### 42 = 41",
 # "#### 42 ≈ 41", "#### 42 (41)", "#### 42 and/or 43", "#### 42 … 43", "either", "through", "||" read as 42 (round
 # thirty-four). See _another_answer.
+# A number written in words is a number as its digits are (round thirty-five): "#### 42 or forty-one" and
+# "\\boxed{42 \\text{ or forty-one}}" were 42, a hedge read as its first answer. A run of English number words
+# ("forty-one", "one hundred and two", "a thousand") is read as the number it names; "one" after a determiner
+# ("the one", "each one") is a pronoun, no number. Each word must end at a word boundary, so a failed run gives
+# back at most its last separator: one pass over the line or the box.
+_UNIT_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+_UNIT_WORDS += ["eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TEN_WORDS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_WORD_VALUES = (
+    {word: value for value, word in enumerate(_UNIT_WORDS)}
+    | {word: 10 * value for value, word in enumerate(_TEN_WORDS, start=2)}
+    | {"hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+)
+_ANY_WORD = "|".join(sorted(_WORD_VALUES, key=len, reverse=True))
+_WORDED_NUMBER = re.compile(
+    rf"\b(?:{_ANY_WORD})\b(?:(?:[^\S\r\n]+|-)(?:and[^\S\r\n]+)?(?:{_ANY_WORD})\b)*", re.IGNORECASE
+)
+_SEPARATOR = re.compile(r"[^\S\r\n]+|-")
+_PRONOUN_ONE = re.compile(r"\b(?:the|this|that|each|every|any|no|which|one|some)[^\S\r\n]+\Z", re.IGNORECASE)
 # Chat-template end tokens a trainer decodes with the text (ChatML's and Llama 3's "<|...|>", DeepSeek's fullwidth
 # "<｜...｜>", "</s>", Gemma's "<end_of_turn>", "<eos>"): at the end of the text they are no part of the answer's line
 # ("#### 42<|im_end|>" had the loose format, 0.5: round twenty-eight). Other tags are ("#### 42<br>" stays loose).
@@ -205,7 +225,27 @@ def _another_answer(text: str, last: re.Match[str], previous: re.Match[str] | No
         digit = number.start() + len(number[0]) - len(number[0].lstrip("-$"))
         if _stands_alone(text, digit, end) and _whole_number(text, number, 0) not in (None, value):
             return True
-    return False
+    return any(worded != value for worded in _worded_values(text, end, line_end))  # "#### 42 or forty-one"
+
+
+def _worded_values(text: str, start: int, end: int) -> list[Decimal]:
+    """The numbers written in words between ``start`` and ``end`` (see _WORDED_NUMBER). Linear."""
+    values = []
+    for run in _WORDED_NUMBER.finditer(text, start, end):
+        words = [word.lower() for word in _SEPARATOR.split(run[0]) if word and word.lower() != "and"]
+        if words == ["one"] and _PRONOUN_ONE.search(text, max(start, run.start() - 8), run.start()):
+            continue
+        total = current = 0
+        for word in words:
+            value = _WORD_VALUES[word]
+            if value == 100:
+                current = (current or 1) * 100
+            elif value >= 1000:
+                total, current = total + (current or 1) * value, 0
+            else:
+                current += value
+        values.append(Decimal(total + current))
+    return values
 
 
 def _boxed_answer(text: str) -> tuple[bool, Decimal | None]:
@@ -238,6 +278,7 @@ def _boxed_answer(text: str) -> tuple[bool, Decimal | None]:
     plain = _BOXED_CONTENT.fullmatch(text, start, end)
     if plain is not None:
         return True, _whole_number(text, plain, 1)
+    worded = set(_worded_values(text, start, end))  # "\\boxed{42 \\text{ or forty-one}}": two answers
     alone = last = None
     for last in _BOXED_NUMBER.finditer(text, start, end):
         if _stands_alone(text, last.start(), start):
@@ -246,7 +287,8 @@ def _boxed_answer(text: str) -> tuple[bool, Decimal | None]:
             alone = last
     if alone is None and last is None:
         return False, None  # no number in the box: it marks none (the text's last number is read)
-    return True, _whole_number(text, last if alone is None else alone, 1)  # type: ignore[arg-type]
+    value = _whole_number(text, last if alone is None else alone, 1)  # type: ignore[arg-type]
+    return True, (None if worded - {value} else value)
 
 
 def _stands_alone(text: str, position: int, start: int) -> bool:
