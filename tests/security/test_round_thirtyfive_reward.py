@@ -144,3 +144,92 @@ def test_r2_a_short_conversation_is_quoted_whole():
         "[assistant] Let me look.",
         "[tool] ERROR: insufficient funds; nothing was transferred.",
     ]
+
+
+# --- R3: the readers added since issue 19 item 7, linear in the text ----------------------------------------------
+
+
+def _judge():
+    from rewardpipe import llm_judge
+
+    return llm_judge("done", "Did {conversation} answer {prompt}?", client=_Recording(), max_input_chars=1_000).fn.judge
+
+
+def _judge_reads(text: str) -> object:
+    """What the judge does with the model's text: its material (cut, conversation message by message), its prompt,
+    and the verdict read from an answer the text talked the judge into."""
+    judge = _judge()
+    turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": text}, {"role": "tool", "content": "e"}]
+    material = judge.material({"completion": text, "messages": turns * 3})
+    messages = judge.messages(material, "abc123")
+    try:
+        verdict = judge.verdict(text + "\nVERDICT abc123: 5", "abc123")
+    except Exception as exc:  # noqa: BLE001 - an unreadable verdict is an answer here, not a failure of the test
+        verdict = exc
+    return messages, verdict
+
+
+R3_TARGETS = {
+    "gsm8k_mark_line": lambda t: (extracted_answer("#### 42 " + t), extracted_answer("\\boxed{42 " + t + "}")),
+    "number_reader": lambda t: (_plain_decimal(t), _answers_match(t, "12,000")),
+    "judge_material_and_verdict": _judge_reads,
+}
+R3_PIECES = ["forty", "-", " ", "one", "and ", "the ", "hundred", "x", "1", "1,", "23", ",", "$", "\u2212", ".", "\n"]
+R3_PIECES += ["#### ", "\\boxed{", "}", "<<<CUT", "VERDICT", ":", "[user] ", "<|im_end|>", "\u200b", "\uff11"]
+
+
+def _plain_decimal(text):
+    from rewardpipe.rewards.numeric import plain_decimal
+
+    return plain_decimal(text)
+
+
+def _answers_match(given, expected):
+    from rewardpipe.envs.tool_call.tasks import answers_match
+
+    return answers_match(given, expected)
+
+
+def _watched():
+    import rewardpipe.envs.tool_call.tasks as tool_tasks
+    import rewardpipe.judges as judges
+    import rewardpipe.rewards.gsm8k as gsm8k
+    import rewardpipe.rewards.numeric as numeric
+    import rewardpipe.safe_text as safe_text
+    import rewardpipe.tagged as tagged
+
+    return [gsm8k, numeric, tagged, tool_tasks, judges, safe_text]
+
+
+def _r3_runs():
+    from hypothesis import example, given
+    from hypothesis import strategies as st
+
+    from tests.security.test_round_four_scorer_text import SETTINGS
+
+    runs = st.lists(st.sampled_from(R3_PIECES), min_size=1, max_size=6).map("".join)
+    ends = st.lists(st.sampled_from(R3_PIECES), max_size=3).map("".join)
+
+    def decorate(test):
+        test = example(prefix="", unit="forty-", suffix="x")(test)  # a run of number words that never ends
+        test = example(prefix="", unit="forty ", suffix="andx")(test)
+        test = example(prefix="the ", unit="one ", suffix="")(test)
+        test = example(prefix="1", unit=",23", suffix="")(test)  # Indian grouping that never closes
+        test = example(prefix="", unit="<<<CUT", suffix="")(test)
+        return SETTINGS(given(prefix=ends, unit=runs, suffix=ends)(test))
+
+    return decorate
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(R3_TARGETS))
+@_r3_runs()
+def test_r3_the_readers_added_since_are_linear(name, prefix, unit, suffix):
+    from tests.security.test_round_four_scorer_text import assert_linear
+    from tests.security.text_cost import operations
+
+    def whole_units(n: int) -> str:  # (a unit cut short at one length and not another ends the text differently)
+        return prefix + unit * max(1, n // len(unit)) + suffix
+
+    target, watched = R3_TARGETS[name], _watched()
+    assert_linear(name, lambda n: operations(lambda: target(whole_units(n)), watched))
