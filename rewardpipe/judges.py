@@ -677,7 +677,7 @@ def _cut_conversation(messages: Any, limit: int) -> str:
     thirty-five). Past :data:`_MIN_MESSAGE_SHARE` a message (thousands of turns), the whole is cut as one text,
     its tail indented too. Linear: one sort of the message lengths, one pass."""
     rendered = [encodable(message) for message in _rendered_messages(messages)]
-    share = _equal_share([len(message) for message in rendered], limit - _CUT_LINE_CHARS * len(rendered))
+    share = _equal_share([len(message) for message in rendered], limit - len(rendered))  # (less the line breaks)
     if share is None:
         return _cut("\n".join(rendered), limit, indent="    ")
     return "\n".join(
@@ -687,13 +687,15 @@ def _cut_conversation(messages: Any, limit: int) -> str:
 
 def _equal_share(lengths: list[int], budget: int) -> int | None:
     """The most characters each message may keep so that all of them keep at most ``budget`` together, a message
-    shorter than that keeping all of its own (water filling); None when that is below :data:`_MIN_MESSAGE_SHARE`."""
+    shorter than that keeping all of its own (water filling), each one cut paying for its cut line; None when that
+    is below :data:`_MIN_MESSAGE_SHARE`. (Many short messages, a tool's answers, do not shrink the long ones' share
+    by the cut lines they never get.)"""
     left = budget
     ordered = sorted(lengths)
     for index, length in enumerate(ordered):
         others = len(ordered) - index
         if length * others > left:
-            share = left // others
+            share = left // others - _CUT_LINE_CHARS
             return share if share >= _MIN_MESSAGE_SHARE else None
         left -= length
     return max(ordered, default=0)

@@ -134,6 +134,19 @@ def test_r2_many_small_messages_still_fit_the_limit():
     assert f"CUT {tag}" in after
 
 
+def test_r2_many_short_tool_answers_are_kept_beside_long_turns():
+    """Sixteen calls a turn for eight turns: the tools' short answers (one an error) are each kept whole."""
+    messages = [{"role": "user", "content": "Transfer 500 from checking to savings."}]
+    for turn in range(8):
+        messages.append({"role": "assistant", "content": f"Turn {turn}. " + "Thinking hard. " * 300})
+        messages += [{"role": "tool", "content": f"balance {turn}.{call}"} for call in range(16)]
+    messages[60] = {"role": "tool", "content": "ERROR: insufficient funds."}
+    _, inside, _ = _quoted_conversation(messages, 20_000)
+    assert "ERROR: insufficient funds." in inside
+    assert all(f"balance {turn}.{call}" in inside for turn in range(8) for call in range(16) if (turn, call) != (3, 7))
+    assert len(inside) < 20_000 + 100
+
+
 def test_r2_a_short_conversation_is_quoted_whole():
     messages = _padded_episode()[:3]
     messages[1] = {"role": "assistant", "content": "Let me look."}
