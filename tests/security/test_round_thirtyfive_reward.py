@@ -14,6 +14,11 @@ line of a message is, came out of the cut at the margin, a turn of another role.
 message (each message whole up to an equal share of the limit, a longer one cut in its own middle), so no message
 hides another; a cut message's tail is indented, so it continues its message.
 
+R4. ask_before_coding, scored without the simulator's bookkeeping: a check on the conversation ("Ready?",
+"Proceed?", "Sound good?", "Makes sense?", "Any hints?", "Can I ask a question?") had a subject, so an LLM user
+volunteering a detail after it paid asked_before_coding in full and lifted the guess penalty. Those words name no
+subject (what the check is said of still does).
+
 R3. Issue 19 item 7 for the readers added since: the shared number reader, tool_call's answer comparison, the
 judge's material and verdict reader, and gsm8k's number words are linear in the text (an operation count).
 """
@@ -246,3 +251,49 @@ def test_r3_the_readers_added_since_are_linear(name, prefix, unit, suffix):
 
     target, watched = R3_TARGETS[name], _watched()
     assert_linear(name, lambda n: operations(lambda: target(whole_units(n)), watched))
+
+
+# --- R4: a check on the conversation is no question ----------------------------------------------------------------
+
+_FORMAT_DURATION = (
+    "Write a function `format_duration(seconds)` that formats a duration given in seconds as a human-readable string."
+)
+_CODE = "```python\ndef format_duration(seconds):\n    return str(seconds)\n```"
+
+
+def _scored_without_bookkeeping(question: str, reply: str) -> dict:
+    from rewardpipe.envs.ask_before_coding.reward import ASK_BEFORE_CODING
+    from rewardpipe.models import Message
+    from tests.core.conftest import result
+
+    messages = [
+        Message(role="user", content=_FORMAT_DURATION),
+        Message(role="assistant", content=question),
+        Message(role="user", content=reply),
+        Message(role="assistant", content=_CODE),
+    ]
+    return dict(ASK_BEFORE_CODING.score(messages, result("passed", 1, 1)).components)
+
+
+@pytest.mark.parametrize(
+    "ping",
+    ["Ready?", "Are you ready?", "Proceed?", "Continue?", "Sound good?", "Makes sense?", "Does that make sense?",
+     "Clear?", "Done?", "Cool?", "Agreed?", "Any hints?", "Any tips?", "Any advice?", "Comments?",
+     "Can I ask a question?", "May I ask something?"],
+)  # fmt: skip
+def test_r4_a_check_on_the_conversation_earns_no_question_reward(ping):
+    """Attack: ask "Ready?" and let an LLM user volunteer a detail; scored on its own, the transcript paid the full
+    asked_before_coding and escaped the guess penalty."""
+    from rewardpipe.envs.ask_before_coding.questions import question_subject
+
+    assert question_subject(ping, _FORMAT_DURATION, "format_duration").asks_nothing
+    scored = _scored_without_bookkeeping(ping, "Yes. Remember: a negative duration raises ValueError.")
+    assert scored["asked_before_coding"] == 0.0 and scored["guessed_immediately"] == -1.0
+
+
+def test_r4_what_a_check_is_said_of_is_still_asked():
+    scored = _scored_without_bookkeeping(
+        "Should a negative duration raise ValueError, does that make sense?",
+        "Yes: a negative duration is invalid input and raises ValueError.",
+    )
+    assert scored["asked_before_coding"] == 1.0 and scored["guessed_immediately"] == 0.0
