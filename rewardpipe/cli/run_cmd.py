@@ -440,12 +440,7 @@ def run(
                 "store": str(out_dir),
                 "manifest": manifest.to_dict(),
                 "skipped_already_stored": skipped,
-                "unstored": writer.spilled,
-                "spill_file": str(writer.spill_path) if writer.spilled else None,
-                "unstored_transcripts": writer.transcripts_spilled,
-                "transcript_spill_file": str(writer.transcript_spill_path) if writer.transcripts_spilled else None,
-                "lost": writer.lost,
-                "stopped": writer.halted,
+                **_not_stored(writer),
                 "alarm_failures": alarm_failures,
                 "unchecked_steps": unchecked_steps,
                 "failed_writes": writer.failed_writes,
@@ -468,6 +463,18 @@ def run(
     failed = nothing_scored(sum(r.records for r in reports), sum(r.scored for r in reports), kinds, None)
     if plot_failed or unknown or failed:
         raise typer.Exit(1)
+
+
+def _not_stored(writer: Any) -> dict[str, Any]:
+    """What a `--json` summary says of the records and transcripts the store refused: spilled where, or lost."""
+    return {
+        "unstored": writer.spilled,
+        "spill_file": str(writer.spill_path) if writer.spilled else None,
+        "unstored_transcripts": writer.transcripts_spilled,
+        "transcript_spill_file": str(writer.transcript_spill_path) if writer.transcripts_spilled else None,
+        "lost": writer.lost,
+        "stopped": writer.halted,
+    }
 
 
 class _MetricsFailed:
@@ -493,6 +500,15 @@ class _MetricsFailed:
                 highlight=False,
                 soft_wrap=True,
             )
+
+
+# ids a summary names of one kind of problem (the counts are whole): a file of hostile ids stays one short line
+_SUMMARY_IDS = 20
+
+
+def _first_of(ids: Counter[str]) -> dict[str, Any]:
+    """A summary's entry for rollouts (or tasks) with one problem: how many, and the first few ids, each cut."""
+    return {"count": sum(ids.values()), "first": [name[:200] for name in list(ids)[:_SUMMARY_IDS]]}
 
 
 def _report_unknown_tasks(unknown: Counter[str], tasks: Path | None) -> None:
@@ -685,6 +701,11 @@ def score(
         None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record per line."),
+    summary: bool = typer.Option(
+        False,
+        "--summary",
+        help='With --json: end the output with one {"summary": {...}} line (the counts, spills and problems).',
+    ),
     max_turns: int | None = typer.Option(
         None,
         min=1,
@@ -707,6 +728,8 @@ def score(
 
     if overwrite and resume:
         usage_fail("--overwrite and --resume cannot be combined")
+    if summary and not as_json:
+        usage_fail("--summary ends --json output with a summary line: give --json too (the tables have one)")
     run_id = check_run_id(run_id)
     env = None
     if env_name is None and reward_name is not None:
@@ -889,6 +912,27 @@ def score(
             kinds = ", ".join(f"{kind} {count}" for kind, count in error_kinds.most_common())
             sys.stdout.write(printable(f"errors: {kinds}; e.g. {first_error[0]}") + "\n")
         metrics_failed.say()
+    elif summary:
+        write_json_line(
+            {
+                "summary": {
+                    "run_id": run_id,
+                    "store": str(out_dir),
+                    "scored": scored,
+                    "errors": errors,
+                    "error_kinds": dict(error_kinds.most_common()),
+                    "first_error": first_error[0] if first_error else None,
+                    "skipped_lines": bad_lines,
+                    "skipped_already_stored": skipped,
+                    "unknown_tasks": _first_of(unknown_tasks),
+                    "taskless": _first_of(Counter(taskless)),
+                    "replay_failed": _first_of(Counter(unreplayed)),
+                    **_not_stored(writer),
+                    "failed_writes": writer.failed_writes,
+                    "metrics_failed": {"rollouts": metrics_failed.rollouts, "first": metrics_failed.first},
+                }
+            }
+        )
     exit_for_losses(writer, 0, resume=resume_hint("score", run_id, out_dir))
     if unknown_tasks:
         _report_unknown_tasks(unknown_tasks, tasks)
