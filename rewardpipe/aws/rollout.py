@@ -976,6 +976,39 @@ def kept_score(store: Any, run: str, attempt: str, rollout: str | None = None) -
     return record, execution
 
 
+# The Lambda runner's answer, kept in the attempt's state folder as soon as it comes: the runner has no storage of its
+# own (no AWS permission: docs/aws.md), so its answer is the only copy of the run. A retry of the state after
+# that (the judge throttled, the kept score or the transcript not written) scores this answer: the model's code
+# runs once per answered invoke, not once per retry (a second run costs a runner invocation and may give another
+# verdict: a flaky test, a timeout under load). Only an answer lost on its way back is run again.
+EXECUTED_NAME = "executed.json"
+
+
+def _job_digest(job: Any) -> str:
+    import hashlib
+
+    return hashlib.sha256(job.model_dump_json().encode("utf-8")).hexdigest()
+
+
+def kept_runner_answer(states: StateStore, job: Any) -> Any:
+    """The Lambda runner's answer to ``job`` this attempt kept (:data:`EXECUTED_NAME`), or None: none kept, one of
+    another job, not a result, or a read the store could not answer (then the code is run again, as before there
+    was a kept answer: a verdict from a second run is better than an error record)."""
+    from rewardpipe.execution.result import ExecutionResult
+    from rewardpipe.store import StoreError
+
+    try:
+        raw = json.loads(states.store.get_bytes(states.key(EXECUTED_NAME)))
+    except (KeyError, StoreError, ValueError):
+        return None
+    if not isinstance(raw, dict) or raw.get("job_sha256") != _job_digest(job):
+        return None
+    try:
+        return ExecutionResult.model_validate(raw.get("result"))
+    except ValueError:  # not written by a scoring state
+        return None
+
+
 def score_snapshot(
     store: Any, snapshot: EpisodeSnapshot, task: TaskRow, settings: Settings, states: StateStore | None = None
 ) -> tuple[Record, str]:
@@ -996,17 +1029,23 @@ def score_snapshot(
     if kept is not None:  # a retry of the state that scored: its score stands, nothing is run or scored again
         return _write_kept(store, snapshot.state, task, *kept, env)
     execution = None
+    ran_now = False  # this call ran the code (the latency metric is of runs, each counted once)
     ref_exec = snapshot.execution
     if ref_exec is not None and ref_exec.route == "lambda":
         job = execution_job(snapshot.state, task, env)
         if job is None:
             raise ExecutionResultMissing("the episode has no committed code to run")
-        execution = run_inline(job, settings)
+        execution = kept_runner_answer(states, job) if states is not None else None
+        if execution is None:
+            execution, ran_now = run_inline(job, settings), True
+            if states is not None:
+                states.put(EXECUTED_NAME, {"job_sha256": _job_digest(job), "result": execution.model_dump(mode="json")})
     elif ref_exec is not None and ref_exec.route == "fargate":
         execution = get_result(store, ref_exec.result_key or "")
         if execution is None:
             raise ExecutionResultMissing(f"the {ref_exec.route} code runner left no result at {ref_exec.result_key}")
-    if execution is not None and ref_exec is not None:  # (an execution always comes from a route)
+        ran_now = True  # (a retry reads the same result.json again: the Fargate task is not run again)
+    if execution is not None and ref_exec is not None and ran_now:  # (an execution always comes from a route)
         from rewardpipe.aws.metrics import emit, execution_point
 
         emit([execution_point(ref_exec.route, execution.duration_ms)])
