@@ -2,9 +2,10 @@
 
 The code-runner Lambda has no storage (no AWS permission: its answer is the only copy of the run). The attempt kept a
 score (``scored.json``) once scored, but nothing between the runner's answer and that score: a fault there (the kept
-score's own write throttled, a judge throttled) had Step Functions retry the state, which ran the model's code again
-(a second runner invocation, and the verdict of a second run: a flaky test, a timeout under load) and counted the
-execution-latency metric twice. The answer is kept (``executed.json``) as soon as it comes, and a retry scores it.
+score's own write throttled, another transient S3 fault) had Step Functions retry the state, which ran the model's
+code again (a second runner invocation, and the verdict of a second run: a flaky test, a timeout under load) and
+counted the execution-latency metric twice. The answer is kept (``executed.json``) as soon as it comes, and a retry
+scores it.
 """
 
 from __future__ import annotations
