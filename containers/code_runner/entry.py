@@ -13,7 +13,7 @@ every job ending in an opaque sandbox error.
 
 A task runs its job only after claiming it (rewardpipe.aws.jobs.claim_job): a second task of the same job (Step
 Functions retried the Fargate step after an ECS error, with the first task started) runs nothing and waits for
-the first task's result.
+the first task's result, until the first task's budget, counted from its claim, is spent.
 
 Exit status: 0 = a verdict was written (whatever it is; by this task or, for a claimed job, by the task that
 claimed it); 1 = the job could not be run (no result written, so the state machine records ``executor_crash``);
@@ -107,7 +107,7 @@ def main(env: Mapping[str, str] | None = None, s3_client: Any = None, executor: 
         store = S3Store(env["BUCKET"], client=s3_client)
         job = jobs.get_job(store, env["JOB_KEY"])
         if not jobs.claim_job(store, env["JOB_KEY"]):
-            return _run_by_another_task(store, env, job.timeout_s + jobs.CLAIM_WAIT_MARGIN_S)
+            return _run_by_another_task(store, env, jobs.claim_wait_s(store, env["JOB_KEY"], job.timeout_s))
         scrubbed = scrub_credentials(os.environ)
         dumpable_off = make_non_dumpable()
         if executor is None:

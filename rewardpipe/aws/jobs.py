@@ -11,12 +11,14 @@
 * A Fargate task **claims** its job before running it (:func:`claim_job`: ``.../claim.json``, created only if
   absent). Step Functions retries the Fargate step on an ECS error, and an error after the task started (a
   failed status poll) starts a second task of the same job: that task runs nothing; it waits for the first
-  task's result (:func:`wait_for_result`) or ends with none, so a job never runs twice.
+  task's result (:func:`wait_for_result`), no longer than the first task's budget from its claim
+  (:func:`claim_wait_s`), or ends with none, so a job never runs twice.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import Any
 
@@ -105,7 +107,7 @@ _CLAIMED = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict",
 # it looks (the Fargate step's timeout stops it sooner; rollout_workflow.fargate_step_timeout_s).
 CLAIM_WAIT_MARGIN_S = 600
 CLAIM_POLL_S = 5.0
-_sleep, _clock = time.sleep, time.monotonic
+_sleep, _clock, _wall = time.sleep, time.monotonic, time.time
 
 
 def claim_key(job_key: str) -> str:
@@ -135,6 +137,21 @@ def claim_job(store: Any, job_key: str) -> bool:
             return False
         raise
     return True
+
+
+def claim_wait_s(store: Any, job_key: str, job_timeout_s: float) -> float:
+    """How long a second task of the job at ``job_key`` waits for the first's result: until the first task's budget
+    (the job's ``timeout_s`` plus :data:`CLAIM_WAIT_MARGIN_S`) is spent, counted from its claim, not from the
+    second task's start. The second task is billed while it waits; a first task that died without a result (its
+    container killed) left it waiting a whole budget more. A claim that cannot be read gives the whole budget."""
+    budget = job_timeout_s + CLAIM_WAIT_MARGIN_S
+    try:
+        claimed_at = store.get_json(claim_key(job_key))["claimed_at"]
+    except Exception:  # noqa: BLE001 - the claim is there (this task lost it); its time is only a shortcut
+        return budget
+    if isinstance(claimed_at, bool) or not isinstance(claimed_at, (int, float)) or not math.isfinite(claimed_at):
+        return budget
+    return max(0.0, min(budget, claimed_at + budget - _wall()))
 
 
 def wait_for_result(store: Any, key: str, wait_s: float) -> ExecutionResult | None:

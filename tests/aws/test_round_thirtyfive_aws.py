@@ -6,6 +6,11 @@ score's own write throttled, another transient S3 fault) had Step Functions retr
 code again (a second runner invocation, and the verdict of a second run: a flaky test, a timeout under load) and
 counted the execution-latency metric twice. The answer is kept (``executed.json``) as soon as it comes, and a retry
 scores it.
+
+A second Fargate task of a claimed job (Step Functions retried the step after an ECS error) waits, billed, for the
+first task's result: it waited the job's whole budget plus 600 s from its own start, so a first task that had died
+without a result (its container killed) cost a second task a whole budget more. It waits until the first task's
+budget, counted from the claim, is spent.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import pytest
 
 from tests.aws.handlers import Context, load
 from tests.aws.test_rollout_handlers import _client_error, _event, bucket, runner  # noqa: F401 - fixtures
+from tests.aws.test_round_thirtyfour_workflow import _CountingExecutor, _entry_in_process, _fargate_job
 from tests.aws.test_round_thirtythree_workflow import _counted_runs
 from tests.aws.test_round_thirtytwo_runtime import _values
 
@@ -87,3 +93,45 @@ def test_a_kept_answer_is_used_only_for_the_same_job(bucket):  # noqa: F811
     assert kept_runner_answer(states, other) is None
     states.put(EXECUTED_NAME, {"job_sha256": _job_digest(job), "result": {"status": "no such status"}})
     assert kept_runner_answer(states, job) is None
+
+
+def _claimed(bucket, job_key: str, claimed_at) -> None:  # noqa: F811
+    """The first task's claim of the job, made at ``claimed_at`` (its wall clock)."""
+    from rewardpipe.aws import jobs
+
+    bucket.put_json(jobs.claim_key(job_key), {"claimed_at": claimed_at})
+
+
+def test_a_second_task_of_a_job_whose_first_task_died_long_ago_does_not_wait(bucket, monkeypatch, tmp_path):  # noqa: F811
+    """Before: it polled S3 every 5 s for the job's timeout plus 600 s (here 605 s), billed all along."""
+    import time
+
+    from rewardpipe.aws import jobs
+
+    entry = _entry_in_process(monkeypatch)
+    env = {**_fargate_job(bucket), "TMPDIR": str(tmp_path)}
+    _claimed(bucket, env["JOB_KEY"], time.time() - 3 * 3600)  # its budget (5 s + 600 s) was spent long ago
+    polls: list[float] = []
+    clock = iter(range(0, 100_000, 5))
+    monkeypatch.setattr(jobs, "_sleep", polls.append)
+    monkeypatch.setattr(jobs, "_clock", lambda: next(clock))
+    executor = _CountingExecutor()
+    assert entry.main(env, s3_client=bucket.client, executor=executor) == 1  # no result: executor_crash, as before
+    assert executor.runs == 0 and polls == []
+
+
+def test_the_second_task_waits_what_is_left_of_the_first_tasks_budget(bucket, monkeypatch):  # noqa: F811
+    from rewardpipe.aws import jobs
+
+    job_key, _ = jobs.job_keys("r", "x", "a1")
+    monkeypatch.setattr(jobs, "_wall", lambda: 10_000.0)
+    budget = 5 + jobs.CLAIM_WAIT_MARGIN_S
+    _claimed(bucket, job_key, 10_000.0 - 100)
+    assert jobs.claim_wait_s(bucket, job_key, 5) == budget - 100
+    _claimed(bucket, job_key, 10_000.0 + 50)  # a first task's clock a little ahead never lengthens the wait
+    assert jobs.claim_wait_s(bucket, job_key, 5) == budget
+    for unreadable in ("yesterday", None, True):
+        _claimed(bucket, job_key, unreadable)
+        assert jobs.claim_wait_s(bucket, job_key, 5) == budget  # the whole budget, as before
+    bucket.put_bytes(jobs.claim_key(job_key), b"\xff not json")
+    assert jobs.claim_wait_s(bucket, job_key, 5) == budget
