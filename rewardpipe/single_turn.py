@@ -154,6 +154,54 @@ def _sendable_id(sample_id: Any) -> Any:
     return sample_id
 
 
+#: The error of a sample whose id cannot be echoed within the answer's size limit (:func:`ids_too_large`).
+ID_TOO_LARGE = "id_too_large"
+# What one sample's answer takes at least besides its id, as fit_response measures it: the bare envelope, the
+# longest a float score can be written ("-1.7976931348623157e+308") and the ", " between answers.
+_BARE_ANSWER_BYTES = len(json.dumps({"id": None, "aggregate_reward_score": -1.7976931348623157e308})) - 4 + 2
+
+
+def _id_bytes(sample_id: Any) -> int:
+    return len(json.dumps(sample_id))  # as fit_response measures it (ASCII: every character one byte)
+
+
+def _stand_in_id(sample_id: Any, size: int) -> str:
+    """A short id naming the one it stands for: its size and a digest of its JSON, so the trainer can still
+    match the answer to the sample it sent."""
+    import hashlib
+
+    text = json.dumps(sample_id, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return f"<id of {size} bytes not echoed: sha256 {hashlib.sha256(text).hexdigest()[:32]}>"
+
+
+def ids_too_large(sample_ids: Sequence[Any], limit_bytes: int) -> dict[int, tuple[str, str]]:
+    """The ids (by position) that cannot be echoed whole within ``limit_bytes``: ``{index: (stand-in id, why)}``.
+
+    Even with every diagnostic dropped (:func:`fit_response`) a batch's answer holds each sample's id and score, so
+    one id of megabytes (a request may hold 6 MB; an id of non-ASCII text takes up to three times its size in the
+    measured answer) would refuse the whole batch's answer. Only when the bare answers do not fit, the largest
+    ids, largest first, are answered under a short stand-in until they do: those samples, and only they, are an
+    ``id_too_large`` error. A batch over the limit by its number of samples alone is left to :func:`fit_response`
+    to refuse."""
+    sizes = [_id_bytes(sample_id) for sample_id in sample_ids]
+    total = 2 + sum(size + _BARE_ANSWER_BYTES for size in sizes)
+    if total <= limit_bytes:
+        return {}
+    out: dict[int, tuple[str, str]] = {}
+    for index in sorted(range(len(sizes)), key=lambda i: sizes[i], reverse=True):
+        stand_in = _stand_in_id(sample_ids[index], sizes[index])
+        saved = sizes[index] - _id_bytes(stand_in)
+        if total <= limit_bytes or saved <= 0:
+            break
+        total -= saved
+        out[index] = (
+            stand_in,
+            f"not scored: its id takes {sizes[index]} bytes in the answer, which echoed whole would pass the "
+            f"{limit_bytes}-byte response limit; answered under a stand-in id",
+        )
+    return out
+
+
 def _error_output(sample_id: Any, kind: str, message: str) -> dict[str, Any]:
     out = nova_output(sample_id, None, {}, {}, ErrorInfo(kind=kind, message=message))
     out["metrics_list"].append({"name": f"error_{kind}", "value": 1, "type": "Metric"})
@@ -170,6 +218,7 @@ def score_samples(
     deadline: float | None = None,
     answer_by: float | None = None,
     error_reward: str = "zero",
+    response_limit_bytes: int | None = None,
 ) -> list[dict[str, Any]]:
     """Score a batch. Never raises for bad samples; raises ValueError only for a bad configuration, and
     :class:`BatchFailed` when ``error_reward="fail_batch"`` and a sample could not be scored.
@@ -178,6 +227,8 @@ def score_samples(
     ``answer_by`` one by which every sample must be answered (read and scored, code or not): a sample
     reached later is answered flagged ``deadline_exceeded`` at once, so no batch, however large, runs
     past its caller's time. ``reward_name`` may also be a Reward object (a trainer adapter's own composition).
+    With ``response_limit_bytes`` (the answer's size limit, :func:`fit_response`), ids too large to echo within it
+    are answered under a stand-in (:func:`ids_too_large`).
     """
     if error_reward not in ERROR_REWARDS:
         raise ValueError(f"error_reward must be one of {', '.join(ERROR_REWARDS)}, got {error_reward!r}")
@@ -190,10 +241,12 @@ def score_samples(
     def out_of_time() -> bool:
         return answer_by is not None and time.monotonic() >= answer_by
 
+    sample_ids = [_sendable_id(raw.get("id")) if isinstance(raw, dict) else None for raw in samples]
+    stand_ins = {} if response_limit_bytes is None else ids_too_large(sample_ids, response_limit_bytes)
     parsed: list[tuple[Any, Sample | None, str | None]] = []
-    for raw in samples:
-        sample_id = _sendable_id(raw.get("id")) if isinstance(raw, dict) else None
-        if out_of_time():
+    for index, raw in enumerate(samples):
+        sample_id = stand_ins[index][0] if index in stand_ins else sample_ids[index]
+        if out_of_time() or index in stand_ins:  # (a stand-in's sample is answered id_too_large below)
             parsed.append((sample_id, None, None))
             continue
         try:
@@ -222,6 +275,9 @@ def score_samples(
     # calls run concurrently; any other sample by sample (each answered before the next is started).
     batched: list[tuple[int, Any, ScoringInput]] = []
     for index, (sample_id, sample, problem) in enumerate(parsed):
+        if index in stand_ins:
+            results.append(_error_output(sample_id, ID_TOO_LARGE, stand_ins[index][1]))
+            continue
         if sample is None and problem is not None:
             results.append(_error_output(sample_id, "malformed_sample", problem))
             continue

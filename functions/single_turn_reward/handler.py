@@ -13,7 +13,8 @@ The invocation never times out with the batch in hand: code runs only while the 
 left, minus a margin for the sandbox's own grace period, scoring and the response, and a sample whose code
 could not finish in time is answered flagged; so is a sample still unscored when only the reserve for
 sending the answer is left, a reward call still running then (a hung component) included. The answer is
-kept under Lambda's 6 MB synchronous response limit by dropping diagnostic metrics, never a sample.
+kept under Lambda's 6 MB synchronous response limit by dropping diagnostic metrics, never a sample; an id too
+large to echo within it is answered under a short stand-in id, flagged ``id_too_large``.
 
 Called without a Lambda context (the Nova Forge SDK's ``verify_reward_function`` tests a handler file locally
 with ``lambda_handler(samples, {})``), the batch is scored as in an invocation with Lambda's whole 15 minutes.
@@ -97,7 +98,12 @@ def _score_batch(event: Any, context: Any) -> list[dict[str, Any]]:
 
     make_non_dumpable()  # code_correctness runs model code in child processes
     results = score_samples(
-        event, REWARD, deadline=deadline(context), answer_by=answer_by(context), error_reward=ERROR_REWARD
+        event,
+        REWARD,
+        deadline=deadline(context),
+        answer_by=answer_by(context),
+        error_reward=ERROR_REWARD,
+        response_limit_bytes=RESPONSE_LIMIT_BYTES,
     )
     errors = _errors(results)
     metrics.add_metric(name="SamplesScored", unit=MetricUnit.Count, value=len(results))

@@ -1,0 +1,93 @@
+"""Round thirty-five, single-turn scoring and the Nova Forge paths.
+
+* The single-turn reward Lambda (``reward_lambda_arn``) lost a whole batch to one sample's id: an id taking
+  megabytes in the answer (a request may hold 6 MB, and non-ASCII text is measured ASCII-escaped, up to three
+  times its size) left the answer over Lambda's 6 MB synchronous response limit even with every diagnostic
+  dropped, and ``fit_response`` refused the batch. The largest ids are now answered under a short stand-in,
+  those samples flagged ``id_too_large``, every other sample scored and echoed as it came.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from tests.aws import harness
+from tests.aws.handlers import Context
+from tests.aws.test_round_thirtythree_nova import gsm8k, wire  # noqa: F401 - the fixture
+
+#: Lambda Invoke: "For synchronous invocations, the maximum payload size is 6 MB" (request and response).
+LAMBDA_SYNC_LIMIT = harness.LIMITS["lambda_sync_bytes"]
+
+
+def _sample(sample_id, answer="#### 4", prompt="q"):
+    return {
+        "id": sample_id,
+        "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}],
+        "reference_answer": "4",
+    }
+
+
+def _metrics(output) -> dict:
+    return {m["name"]: m["value"] for m in output.get("metrics_list", [])}
+
+
+def _answer_bytes(outputs) -> int:
+    """The answer's size as the runtime may write it: ASCII-escaped (python3.11) or as UTF-8 (python3.12+)."""
+    return max(len(json.dumps(outputs)), len(wire(outputs)))
+
+
+class TestAnIdTooLargeToEchoCostsItsSampleOnly:
+    def test_the_handler_keeps_under_lambdas_6_mb_response_limit(self, gsm8k):  # noqa: F811
+        assert gsm8k.RESPONSE_LIMIT_BYTES <= LAMBDA_SYNC_LIMIT
+
+    @pytest.mark.parametrize(
+        "big_id",
+        [
+            "x" * (LAMBDA_SYNC_LIMIT - 400),  # an ASCII id filling the request: over the limit with its envelope
+            "é" * (LAMBDA_SYNC_LIMIT // 2 - 400),  # 6 MB of UTF-8 in the request, 18 MB measured ASCII-escaped
+            {"k": ["é" * 1000] * (LAMBDA_SYNC_LIMIT // 2010)},  # an id of any JSON shape
+        ],
+        ids=["ascii", "non-ascii", "object"],
+    )
+    def test_a_batch_with_one_huge_id_is_answered_whole_within_the_limit(self, gsm8k, big_id):  # noqa: F811
+        event = [_sample("a"), _sample(big_id), _sample(7, "#### 5")]
+        assert len(json.dumps(event, ensure_ascii=False).encode("utf-8")) <= LAMBDA_SYNC_LIMIT  # a request Lambda takes
+        outputs = gsm8k.lambda_handler(event, Context())
+        assert _answer_bytes(outputs) <= LAMBDA_SYNC_LIMIT
+        assert [o["id"] for o in (outputs[0], outputs[2])] == ["a", 7]  # the others echoed as they came, scored
+        assert [o["aggregate_reward_score"] for o in (outputs[0], outputs[2])] == [1.5, 0.5]
+        stand_in = outputs[1]["id"]
+        digest = hashlib.sha256(json.dumps(big_id, ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
+        assert isinstance(stand_in, str) and len(stand_in) < 200 and digest in stand_in
+        flags = _metrics(outputs[1])
+        assert flags["reward_error"] == 1 and flags["error_id_too_large"] == 1
+        assert outputs[1]["aggregate_reward_score"] == 1.0  # neutral: the mean of its prompt's scored samples
+
+    def test_only_as_many_ids_as_needed_largest_first_are_stood_in(self):
+        from rewardpipe.single_turn import ids_too_large
+
+        ids = ["s", "m" * 5_000, "l" * 20_000, "t"]
+        assert ids_too_large(ids, 10**6) == {}  # fits: nothing changes
+        assert set(ids_too_large(ids, 20_000)) == {2}
+        assert set(ids_too_large(ids, 5_000)) == {1, 2}
+        # over the limit by the number of samples alone: no stand-in is shorter, none is made
+        assert ids_too_large(list(range(1000)), 1000) == {}
+
+    @pytest.mark.parametrize("policy, score", [("zero", 0.0), ("neutral", 1.5)])
+    def test_the_stand_in_sample_takes_the_error_reward_policy(self, policy, score):
+        from rewardpipe.single_turn import score_samples
+
+        outputs = score_samples(
+            [_sample("a"), _sample("b" * 10_000)], "gsm8k", error_reward=policy, response_limit_bytes=5_000
+        )
+        assert outputs[0]["id"] == "a" and outputs[1]["aggregate_reward_score"] == score
+        assert _metrics(outputs[1])["error_id_too_large"] == 1
+
+    def test_without_a_limit_ids_are_echoed_whatever_their_size(self):
+        from rewardpipe.single_turn import score_samples
+
+        big = "b" * 100_000
+        assert score_samples([_sample(big)], "gsm8k")[0]["id"] == big
