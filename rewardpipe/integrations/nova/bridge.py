@@ -613,8 +613,11 @@ class Bridge:
     def _mates_in_flight(self, entry: dict[str, Any]) -> list[str]:
         """The executions of ``entry``'s group and round, other than its own, still running: neither answered nor
         waiting as a deferred error answer themselves."""
+        list_keys = getattr(self.store, "list_keys", None)
+        if not callable(list_keys):  # a store that cannot list (a minimal one): no mate to wait for
+            return []
         waiting = []
-        for key in self.store.list_keys(self._group_prefix(entry, "members")):
+        for key in list_keys(self._group_prefix(entry, "members")):
             execution = (self.store.get_json(key, default=None) or {}).get("execution")
             if not isinstance(execution, str) or execution == entry.get("execution"):
                 continue
@@ -629,12 +632,17 @@ class Bridge:
         a GRPO advantage whenever the group's scores lay elsewhere). It is sent when the last of them is answered
         (:meth:`_release_deferred`), or by the sweeper once none runs or at its own deadline, whichever is first:
         never later than its budget, and Nova waits for the whole group before it computes an advantage anyway.
-        False (answer now) for a request without a budget (rejected at intake) or past it, or with no mate running."""
+        A request rejected at intake is held the same way (its budget runs from when Nova sent it): rejected while a
+        group-mate runs, it was answered at once with the middle of the range. False (answer now) for a request past
+        its budget or with no mate running (nothing of the group to wait for: a group's first request to be
+        rejected, before any mate started, is still answered at once, mid-range when nothing is scored)."""
         if "_key" not in entry or "deadline" not in entry or self.clock() > float(entry["deadline"]):
             return False
         if not self._mates_in_flight(entry):
             return False
         held = {k: v for k, v in entry.items() if k != "_key"}
+        if entry.get("rejected"):  # no rollout, so no marker yet: the sweeper sends it at its budget by this one
+            self.store.put_json(self._due_key(entry, entry["execution"]), {})
         self.store.put_json(entry["_key"], {**held, "deferred": {"error": error.model_dump(mode="json")}})
         self.store.put_json(self._deferred_key(entry), {})
         # Checked again once filed: a mate answered meanwhile marked itself answered before it looked for held
@@ -764,10 +772,15 @@ class Bridge:
         path = self._request_path(name)
         if self.store.get_json(path, default=None) is not None:  # a redelivered copy: answered already
             return {"status": "duplicate", "execution": name}
+        # A budget from when Nova sent it, as a started rollout has: a neutral answer is held while group-mates of its
+        # round run (:meth:`_defer`), and the sweeper sends it by then at the latest.
+        sent_at = request_time(getattr(request, "timestamp", None), self.clock())
         entry = {
             "sample_id": request.sample_id,
             "group": group_of(request.sample_id, self.config),
             "range": list(request.rewards.range),
+            "sent_at": sent_at,
+            "deadline": sent_at + self.config.rollout_budget_s,
             "execution": name,
             "answered": False,
             "step": step,
