@@ -7,7 +7,8 @@ process ends. A function that hangs on every input would otherwise leave one mor
 past ``max_abandoned`` calls still running the next call fails at once, with no thread and no wait.
 
 On the main thread (a Lambda handler's) a call can instead be stopped in place (:func:`call_on_main_thread_until`):
-a watching thread sends the main thread a signal of rewardpipe's own at the limit, and nothing is left running.
+a kernel timer (a watching thread where there is none) sends the main thread a signal of rewardpipe's own at the limit,
+and nothing is left running; a call stuck in one C call that checks for signals (a regex backtracking) is stopped too.
 """
 
 from __future__ import annotations
@@ -141,17 +142,100 @@ class _MainThreadCall:
         self.active = False
 
 
+class _KernelTimer:
+    """A POSIX timer (``timer_create``) that has the kernel send :data:`_STOP_SIGNAL` to the main thread at a
+    ``time.monotonic()`` deadline, then every :data:`_RETRY_S` until disarmed.
+
+    The kernel sends it, so it arrives even while the main thread holds the interpreter lock inside one C call: a
+    regular expression backtracking, big-integer arithmetic (``math.factorial(10**8)``, ``str`` of a huge int).
+    Those check for signals as they go, so the stop is raised there; but a watching *thread* never got the lock
+    back to send it, and the call ran on until Lambda killed the invocation with every sample of its batch. Only
+    on Linux (``SIGEV_THREAD_ID`` aims it at the main thread, so a blocking system call there is interrupted as
+    ``pthread_kill`` does); elsewhere :meth:`create` gives None and the watching thread sends the stop."""
+
+    _CLOCK_MONOTONIC, _SIGEV_THREAD_ID, _TIMER_ABSTIME = 1, 4, 1
+
+    def __init__(self, settime: Any, timer_id: Any, timespec: Any, itimerspec: Any) -> None:
+        self._settime, self._id, self._timespec, self._itimerspec = settime, timer_id, timespec, itimerspec
+
+    @classmethod
+    def create(cls) -> _KernelTimer | None:
+        """A timer aimed at the calling thread (the main one); None where there is none (not Linux, no
+        ``timer_create``)."""
+        import ctypes
+        import sys
+
+        if not sys.platform.startswith("linux") or _STOP_SIGNAL is None or ctypes.sizeof(ctypes.c_void_p) != 8:
+            return None
+
+        class Timespec(ctypes.Structure):
+            _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+        class Itimerspec(ctypes.Structure):
+            _fields_ = [("it_interval", Timespec), ("it_value", Timespec)]
+
+        class Sigevent(ctypes.Structure):  # glibc's struct sigevent on 64-bit Linux: 64 bytes
+            _fields_ = [
+                ("sigev_value", ctypes.c_void_p),
+                ("sigev_signo", ctypes.c_int),
+                ("sigev_notify", ctypes.c_int),
+                ("sigev_notify_thread_id", ctypes.c_int),
+                ("_pad", ctypes.c_int * 11),
+            ]
+
+        # Made from the main thread (a bounded call's): its id, which ``main_thread().native_id`` still gives as the
+        # parent's in a forked child on Python 3.11.
+        main = threading.get_native_id()
+        for library in (None, "librt.so.1"):  # in libc since glibc 2.34, in librt before
+            try:
+                libc = ctypes.CDLL(library, use_errno=True)
+                create, settime = libc.timer_create, libc.timer_settime
+            except (OSError, AttributeError):
+                continue
+            event = Sigevent(sigev_signo=_STOP_SIGNAL, sigev_notify=cls._SIGEV_THREAD_ID, sigev_notify_thread_id=main)
+            timer_id = ctypes.c_void_p()
+            if create(cls._CLOCK_MONOTONIC, ctypes.byref(event), ctypes.byref(timer_id)) != 0:
+                return None
+            return cls(settime, timer_id, Timespec, Itimerspec)
+        return None
+
+    def arm(self, deadline: float) -> None:
+        """Fire at ``deadline`` (a ``time.monotonic()`` value: the same clock), then every :data:`_RETRY_S`."""
+        whole = math.floor(deadline)
+        when = self._itimerspec(
+            self._timespec(0, int(_RETRY_S * 1e9)), self._timespec(max(whole, 0), int((deadline - whole) * 1e9))
+        )
+        self._settime(self._id, self._TIMER_ABSTIME, _byref(when), None)
+
+    def disarm(self) -> None:
+        self._settime(self._id, 0, _byref(self._itimerspec()), None)
+
+
+def _byref(value: Any) -> Any:
+    import ctypes
+
+    return ctypes.byref(value)
+
+
 class _Watch:
-    """A daemon thread that sends :data:`_STOP_SIGNAL` to the main thread while its current call is past its
-    deadline. One for the process (started again in a forked child), so a bounded call costs two notifications,
-    not a thread."""
+    """Sends :data:`_STOP_SIGNAL` to the main thread while its current call is past its deadline: by a kernel timer
+    (:class:`_KernelTimer`) where there is one, else by a daemon thread. One for the process (made again in a
+    forked child: neither a thread nor a timer is inherited), so a bounded call costs two ``timer_settime`` calls
+    (or two notifications), not a thread."""
 
     def __init__(self) -> None:
         self.condition = threading.Condition()
         self.current: _MainThreadCall | None = None
         self.thread: threading.Thread | None = None
+        self.timer: _KernelTimer | bool | None = False  # False: not made yet (made in the main thread, at first use)
 
     def watch(self, call: _MainThreadCall) -> None:
+        if self.timer is False:
+            self.timer = _KernelTimer.create()
+        if isinstance(self.timer, _KernelTimer):
+            self.current = call
+            self.timer.arm(call.deadline)
+            return
         with self.condition:
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="rewardpipe-deadline", daemon=True)
@@ -160,6 +244,11 @@ class _Watch:
             self.condition.notify()
 
     def forget(self, call: _MainThreadCall) -> None:
+        if isinstance(self.timer, _KernelTimer):
+            if self.current is call:
+                self.timer.disarm()
+                self.current = None
+            return
         with self.condition:
             if self.current is call:
                 self.current = None
@@ -187,7 +276,7 @@ _WATCH = _Watch()
 
 def _after_fork_in_child() -> None:
     global _WATCH
-    _WATCH = _Watch()  # the parent's thread is not in the child, and its lock may have been held at the fork
+    _WATCH = _Watch()  # the parent's thread and timer are not in the child, and its lock may have been held at the fork
 
 
 if hasattr(os, "register_at_fork"):
@@ -208,25 +297,46 @@ def call_on_main_thread_until(
     """``function(*args)`` in this thread (the main one, see :func:`main_thread_call_stoppable`), stopped after
     ``timeout_s`` with ``timed_out(0)``. Unlike :meth:`AbandonedCalls.call` nothing is left running, and the called
     code may use ``signal`` itself, its own timers included (``math_verify``'s timeouts set SIGALRM handlers, which
-    raise in any other thread): the stop is a signal of its own, sent by a watching thread. Code stuck in C that
-    never returns to the interpreter (a regex backtracking) is not stopped, in either way."""
+    raise in any other thread): the stop is a signal of its own, sent by a kernel timer (:class:`_KernelTimer`). So
+    one long C call that checks for signals (a regex backtracking, big-integer arithmetic) is stopped too; one that
+    never does (a C extension's own loop), or any code running in another thread that holds the interpreter lock,
+    is not (docs/aws.md).
+
+    Called within such a call (a component's ``timeout_s`` inside the batch's deadline), the inner call is stopped
+    at the earlier of the two deadlines: at its own with ``timed_out(0)``, at the outer one by letting the stop go
+    on to the outer call, which answers it with its own ``timed_out``; the outer deadline is watched again after."""
     if timeout_s <= 0:
         raise timed_out(0)
     assert _STOP_SIGNAL is not None
     # Left in place after the call: a stop sent as the call ended may arrive later, and the signal's default
     # action would end the process. Past the call the handler ignores it.
     signal.signal(_STOP_SIGNAL, _interrupt)
-    call = _MainThreadCall(time.monotonic() + timeout_s)
     watch = _WATCH
+    outer = main_thread_deadline()
+    own_deadline = time.monotonic() + timeout_s
+    call = _MainThreadCall(own_deadline if outer is None else min(own_deadline, outer.deadline))
     watch.watch(call)
     try:
         call.active = True
         return function(*args)
     except DeadlineReached:
+        if outer is not None and outer.deadline < own_deadline and time.monotonic() >= outer.deadline:
+            raise  # the outer call's time is up, not this one's: it is that call's timeout
         raise timed_out(0) from None
     finally:
         call.active = False
         watch.forget(call)
+        if outer is not None:
+            watch.watch(outer)
+
+
+def main_thread_deadline() -> _MainThreadCall | None:
+    """The call of the main thread running under :func:`call_on_main_thread_until` that this code runs within, if
+    any (None off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    call = _WATCH.current
+    return call if call is not None and call.active else None
 
 
 def _interrupt(_signum: int, frame: Any) -> None:

@@ -97,7 +97,9 @@ def with_timeout(call: Callable[..., Any], name: str, timeout_s: float, is_async
     daemon thread of its own, in a copy of the caller's context (its context variables), and a call still running
     at the deadline is abandoned (Python cannot stop a thread): it raises :class:`ComponentTimeout` for the sample
     while the call goes on in the background until it returns or the process ends. The scorer takes the inputs
-    from the sample in its own thread before the call, so an abandoned call never builds them."""
+    from the sample in its own thread before the call, so an abandoned call never builds them. Called within a
+    deadline of the main thread (:func:`rewardpipe.bounded.main_thread_deadline`: the reward Lambda's batch), a plain
+    one is stopped in place instead, as that deadline is, so a call stuck in one C call is stopped too."""
     if is_async:
         import asyncio
 
@@ -127,6 +129,11 @@ def with_timeout(call: Callable[..., Any], name: str, timeout_s: float, is_async
         return ComponentTimeout(name, timeout_s, still_running)
 
     def bounded_call(*args: Any, **kwargs: Any) -> Any:
+        if bounded.main_thread_deadline() is not None:
+            # Within a deadline of the main thread (the reward Lambda's batch): stopped in place like it. In a thread
+            # of its own, a call stuck in one C call (a regex backtracking) held the interpreter lock from the main
+            # thread too, and neither this limit nor the batch's could stop it.
+            return bounded.call_on_main_thread_until(lambda: call(*args, **kwargs), (), timeout_s, timed_out)
         return calls.call(call, args, kwargs, timeout_s, timed_out)
 
     return bounded_call

@@ -91,3 +91,83 @@ class TestAnIdTooLargeToEchoCostsItsSampleOnly:
 
         big = "b" * 100_000
         assert score_samples([_sample(big)], "gsm8k")[0]["id"] == big
+
+
+# A batch scored on the main thread (as the handler scores it) in a fresh interpreter, whose answer is printed: a
+# component stuck in one C call took the interpreter with it, so the test bounds it from outside.
+_STUCK_IN_C = """
+import json, math, os, re, sys, time
+
+from rewardpipe import Reward, component
+from rewardpipe.single_turn import score_samples
+
+
+@component(range=(0, 1), role="outcome", name="stuck", timeout_s=None if sys.argv[3] != "own-limit" else 1.0)
+def stuck(completion):
+    if "regex" in completion:  # catastrophic backtracking: about 2**40 steps in one call of the C engine
+        re.match(r"(a+)+$", "a" * 40 + "b")
+    if "factorial" in completion:  # one C call of big-integer arithmetic
+        math.factorial(10**8)
+    return 1.0
+
+
+samples = [
+    {"id": name, "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": name}]}
+    for name in ("fine", sys.argv[2], "after")
+]
+if sys.argv[3] == "forked" and os.fork() != 0:  # scored in a forked child (the parent only waits for it)
+    sys.exit(os.wait()[1])
+results = score_samples(samples, Reward("r", [stuck]), answer_by=time.monotonic() + float(sys.argv[1]))
+print(json.dumps(results), flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("stuck", "where"), [("regex", "main"), ("factorial", "main"), ("regex", "forked"), ("regex", "own-limit")]
+)
+def test_a_component_stuck_in_one_c_call_costs_its_sample_not_the_batch(stuck, where):
+    """The batch's deadline on the main thread was sent by a watching thread, which never got the interpreter lock
+    back from a call stuck in C: a regex backtracking or ``math.factorial(10**8)`` in a component ran until Lambda
+    killed the invocation, every sample of the batch lost. A kernel timer now sends the stop; those C calls check
+    for signals, so the stop lands in them, and each such sample is its own ``component_timeout``. In a forked
+    child too (timers are not inherited: the child makes its own, aimed at its own thread). A component with its own
+    ``timeout_s`` ran in a thread of its own, whose stuck C call held the lock from the main thread: within the
+    batch's deadline it is now stopped in place too, at its own limit, and the batch goes on."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", _STUCK_IN_C, "3", stuck, where], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = {r["id"]: r for r in json.loads(run.stdout.splitlines()[-1])}
+    assert results["fine"]["aggregate_reward_score"] == 1.0 and _metrics(results["fine"])["reward_error"] == 0
+    assert _metrics(results[stuck])["error_component_timeout"] == 1, results[stuck]
+    if where == "own-limit":  # stopped at its own limit, with the batch's time left for the next sample
+        assert results["after"]["aggregate_reward_score"] == 1.0 and _metrics(results["after"])["reward_error"] == 0
+    else:
+        assert _metrics(results["after"])["error_deadline_exceeded"] == 1  # its turn came with the batch's time up
+
+
+def test_a_component_with_a_longer_limit_of_its_own_is_stopped_at_the_batchs_deadline():
+    """Stopped in place within the batch's deadline, a component whose own ``timeout_s`` is later than the batch's
+    time left is stopped at the batch's deadline, as the batch's own call (``component_timeout``), and the rest of
+    the batch is answered at once."""
+    import time
+
+    from rewardpipe import Reward, component
+    from rewardpipe.single_turn import score_samples
+
+    @component(range=(0, 1), role="outcome", name="slow", timeout_s=600)
+    def slow(completion):
+        started = time.monotonic()
+        while "slow" in completion and time.monotonic() - started < 20:
+            sum(range(1000))
+        return 1.0
+
+    samples = [_sample("fine", "fine"), _sample("slow", "slow"), _sample("after", "after")]
+    samples = [{**s, "messages": [s["messages"][0], {"role": "assistant", "content": s["id"]}]} for s in samples]
+    results = score_samples(samples, Reward("r", [slow]), answer_by=time.monotonic() + 1.0, error_reward="zero")
+    assert results[0]["aggregate_reward_score"] == 1.0 and _metrics(results[0])["reward_error"] == 0
+    assert _metrics(results[1])["error_component_timeout"] == 1, results[1]  # not its 1.0 twenty seconds later
+    assert _metrics(results[2])["error_deadline_exceeded"] == 1
