@@ -156,9 +156,11 @@ def _sendable_id(sample_id: Any) -> Any:
 
 #: The error of a sample whose id cannot be echoed within the answer's size limit (:func:`ids_too_large`).
 ID_TOO_LARGE = "id_too_large"
-# What one sample's answer takes at least besides its id, as fit_response measures it: the bare envelope, the
-# longest a float score can be written ("-1.7976931348623157e+308") and the ", " between answers.
+# What one sample's answer takes at most besides its id, as fit_response measures it: the bare envelope, the
+# longest a float score can be written ("-1.7976931348623157e+308") and the ", " between answers; and at least
+# (the shortest score, "0.0").
 _BARE_ANSWER_BYTES = len(json.dumps({"id": None, "aggregate_reward_score": -1.7976931348623157e308})) - 4 + 2
+_SHORTEST_ANSWER_BYTES = len(json.dumps({"id": None, "aggregate_reward_score": 0.0})) - 4 + 2
 
 
 def _id_bytes(sample_id: Any) -> int:
@@ -202,6 +204,21 @@ def ids_too_large(sample_ids: Sequence[Any], limit_bytes: int) -> dict[int, tupl
     return out
 
 
+def refuse_unanswerable(sample_ids: Sequence[Any], stand_ins: Mapping[int, tuple[str, str]], limit_bytes: int) -> None:
+    """Raise :class:`ResponseTooLarge` when one bare answer per sample (each id as it will be echoed, the shortest
+    score) cannot fit ``limit_bytes``: a batch of too many samples for the answer's limit, refused before any is read
+    or scored (a 6 MB request of 1.5 million ``{}`` took a minute and 2 GB to end in the same refusal)."""
+    total = 2 + sum(
+        _id_bytes(stand_ins[index][0] if index in stand_ins else sample_id) + _SHORTEST_ANSWER_BYTES
+        for index, sample_id in enumerate(sample_ids)
+    )
+    if total > limit_bytes:
+        raise ResponseTooLarge(
+            f"{len(sample_ids)} samples need at least {total} bytes even as bare ids and scores, over the "
+            f"{limit_bytes}-byte response limit: send smaller batches"
+        )
+
+
 def _error_output(sample_id: Any, kind: str, message: str) -> dict[str, Any]:
     out = nova_output(sample_id, None, {}, {}, ErrorInfo(kind=kind, message=message))
     out["metrics_list"].append({"name": f"error_{kind}", "value": 1, "type": "Metric"})
@@ -228,7 +245,8 @@ def score_samples(
     reached later is answered flagged ``deadline_exceeded`` at once, so no batch, however large, runs
     past its caller's time. ``reward_name`` may also be a Reward object (a trainer adapter's own composition).
     With ``response_limit_bytes`` (the answer's size limit, :func:`fit_response`), ids too large to echo within it
-    are answered under a stand-in (:func:`ids_too_large`).
+    are answered under a stand-in (:func:`ids_too_large`), and a batch of too many samples for any answer to fit
+    is refused at once with :class:`ResponseTooLarge` (:func:`refuse_unanswerable`).
     """
     if error_reward not in ERROR_REWARDS:
         raise ValueError(f"error_reward must be one of {', '.join(ERROR_REWARDS)}, got {error_reward!r}")
@@ -243,6 +261,8 @@ def score_samples(
 
     sample_ids = [_sendable_id(raw.get("id")) if isinstance(raw, dict) else None for raw in samples]
     stand_ins = {} if response_limit_bytes is None else ids_too_large(sample_ids, response_limit_bytes)
+    if response_limit_bytes is not None:
+        refuse_unanswerable(sample_ids, stand_ins, response_limit_bytes)
     parsed: list[tuple[Any, Sample | None, str | None]] = []
     for index, raw in enumerate(samples):
         sample_id = stand_ins[index][0] if index in stand_ins else sample_ids[index]

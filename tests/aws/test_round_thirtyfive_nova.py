@@ -4,7 +4,8 @@
   megabytes in the answer (a request may hold 6 MB, and non-ASCII text is measured ASCII-escaped, up to three
   times its size) left the answer over Lambda's 6 MB synchronous response limit even with every diagnostic
   dropped, and ``fit_response`` refused the batch. The largest ids are now answered under a short stand-in,
-  those samples flagged ``id_too_large``, every other sample scored and echoed as it came.
+  those samples flagged ``id_too_large``, every other sample scored and echoed as it came. A batch of too many
+  samples for any answer to fit is refused before anything is read or scored.
 """
 
 from __future__ import annotations
@@ -85,6 +86,24 @@ class TestAnIdTooLargeToEchoCostsItsSampleOnly:
         )
         assert outputs[0]["id"] == "a" and outputs[1]["aggregate_reward_score"] == score
         assert _metrics(outputs[1])["error_id_too_large"] == 1
+
+    def test_a_batch_too_many_for_any_answer_to_fit_is_refused_before_anything_is_scored(self):
+        """1.5 million ``{}`` fit a 6 MB request but no answer of one entry each fits 6 MB: they were all read and
+        scored first (a minute, and past the function's memory), to end in the same ``ResponseTooLarge``."""
+        from rewardpipe import Reward, component
+        from rewardpipe.single_turn import ResponseTooLarge, score_samples
+
+        called = []
+
+        @component(range=(0, 1), role="outcome", name="counted")
+        def counted(completion):
+            called.append(completion)
+            return 1.0
+
+        with pytest.raises(ResponseTooLarge, match="1000 samples need at least"):
+            score_samples([_sample(i) for i in range(1000)], Reward("r", [counted]), response_limit_bytes=30_000)
+        assert called == []
+        assert len(score_samples([_sample(i) for i in range(100)], Reward("r", [counted]), response_limit_bytes=30_000))
 
     def test_without_a_limit_ids_are_echoed_whatever_their_size(self):
         from rewardpipe.single_turn import score_samples
