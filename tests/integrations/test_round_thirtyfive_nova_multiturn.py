@@ -67,3 +67,16 @@ def test_a_groups_first_request_refused_before_any_mate_started_is_still_answere
     assert _refused(bridge, clock, "r-1_0")["status"] == "rejected_answered"
     assert _answered(bridge, "r-1_0")["rewards"]["aggregate_score"] == pytest.approx(0.5)
     assert bridge.sweep()["in_flight"] == 0  # nothing of it left in flight
+
+
+def test_a_request_refused_for_another_field_is_answered_in_the_range_it_asked_for():
+    """A request that did not parse as a whole was answered in [0, 1], whatever range it asked for: mid-range of
+    another range than its group's (and the group's answers of its range never averaged). Its own range is kept
+    when that part of it is sound."""
+    bridge, _ = _bridge(sfn=FakeSfn())
+    body = {"version": "v0", "sample_id": "w-1_0", "max_length": -5, "rewards": {"range": [-1, 3]}}
+    assert bridge.intake(body)["status"] == "rejected_answered"
+    assert _answered(bridge, "w-1_0")["rewards"]["aggregate_score"] == pytest.approx(1.0)  # the middle of [-1, 3]
+    body = {"version": "v0", "sample_id": "w-2_0", "rewards": {"range": [3, -1]}}  # the range itself at fault
+    assert bridge.intake(body)["status"] == "rejected_answered"
+    assert _answered(bridge, "w-2_0")["rewards"]["aggregate_score"] == pytest.approx(0.5)

@@ -228,8 +228,12 @@ class Bridge:
             if sample_id is None:
                 logger.error("unanswerable rollout request (no sample_id): %s", exc)
                 return {"status": "rejected", "reason": str(exc)}
-            # Answer under the id Nova sent, whatever else is wrong with the request (no re-validation).
-            request = RolloutRequest.model_construct(sample_id=sample_id, rewards=RewardRange(), data={})
+            # Answer under the id Nova sent, whatever else is wrong with the request (no re-validation), in the range
+            # it asked for when that part of it is sound (else [0, 1]): mid-range or the mean of the group's answers
+            # of another range would be a GRPO advantage of its own.
+            request = RolloutRequest.model_construct(
+                sample_id=sample_id, rewards=_sound_range(body), data={}, timestamp=_field_of(body, "timestamp")
+            )
             return self._reject(request, _rejected_name(body), 0, ErrorInfo(kind="bad_request", message=str(exc)))
         step = self._round(request, request_key(request))
         name = client_execution_name(self.config.run_id, step, request.sample_id)
@@ -992,17 +996,30 @@ def _error_code(exc: BaseException) -> str:
     return str(code or type(exc).__name__)
 
 
+def _field_of(body: Any, name: str) -> Any:
+    """Field ``name`` of a message body (JSON text or an object), None when it has none."""
+    try:
+        data = json.loads(body) if isinstance(body, (str, bytes)) else body
+    except ValueError:
+        return None
+    return data.get(name) if isinstance(data, dict) else None
+
+
+def _sound_range(body: Any) -> RewardRange:
+    """The ``rewards`` of a request that does not parse as a whole, when that part of it does; else the default."""
+    try:
+        return RewardRange.model_validate(_field_of(body, "rewards") or {})
+    except (ValueError, TypeError):  # pydantic's ValidationError is a ValueError
+        return RewardRange()
+
+
 def _sample_id_of(body: Any) -> str | None:
     return _text_field(body, "sample_id")
 
 
 def _text_field(body: Any, name: str) -> str | None:
     """The non-empty text field ``name`` of a message body (JSON text or an object), None when it has none."""
-    try:
-        data = json.loads(body) if isinstance(body, (str, bytes)) else body
-    except ValueError:
-        return None
-    value = data.get(name) if isinstance(data, dict) else None
+    value = _field_of(body, name)
     return value if isinstance(value, str) and value else None
 
 
