@@ -19,7 +19,8 @@ its code already ran (its verdict, a ``timeout`` included, is the model's and is
 running then (a component with no ``timeout_s`` that hung) is abandoned: its sample is a ``component_timeout``.
 
 :func:`fit_response` keeps the answer inside a size limit (Lambda's synchronous response is at most 6 MB) by
-dropping diagnostics, never a sample.
+dropping diagnostics, never a sample; an id too large to echo within it is answered under a short stand-in, that
+sample flagged ``id_too_large`` (:func:`ids_too_large`).
 """
 
 from __future__ import annotations
