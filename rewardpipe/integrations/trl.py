@@ -586,6 +586,23 @@ def _clean_row(row: Any, names: Sequence[str]) -> tuple[dict[str, float | None],
     return (empty if error is not None else values), error, details
 
 
+#: The most different things (warning kinds, reasons) the callback says once each about one topic.
+SAID_ONCE_LIMIT = 10
+
+
+@dataclass
+class BatchJudgement:
+    """The main process's judgement of one batch, which every process takes (sent with accelerate's broadcast):
+    the batch's step, its :class:`~rewardpipe.monitoring.StepReport`, the alarms it raised, the run warnings of
+    the batch and the monitor state after it."""
+
+    step: int
+    report: Any
+    alarms: list[Any]
+    warnings: list[dict[str, str]]
+    state: Any
+
+
 class RewardPipeMonitor:
     """Per-component within-group monitoring for a TRL ``GRPOTrainer`` run.
 
@@ -597,10 +614,10 @@ class RewardPipeMonitor:
     every training batch (reward functions are not monitored during evaluation), once every component has been computed:
 
     * the batch of every process is gathered (``accelerate.utils.gather_object``, in process order, the
-      order TRL gathers rewards in), so a group split across processes is judged whole; every process logs
-      the main process's figures (``accelerate.utils.broadcast_object_list``; only the main process reads a
-      resumed run's store back), so every process logs the same metric names, which TRL's metric averaging
-      requires (one collective per name);
+      order TRL gathers rewards in), so a group split across processes is judged whole; the main process judges
+      it and every process takes its judgement (``accelerate.utils.broadcast_object_list``; only the main process
+      reads a resumed run's store back), so every process logs the same metric names, which TRL's metric
+      averaging requires (one collective per name), and holds the same alarms, reports, warnings and state;
     * the monitor runs with the weights the trainer really uses (``trainer.reward_weights``, read from the
       trainer the ``log_metric`` hook belongs to; the callback's own weights only if that is unavailable);
     * ``rewardpipe/<component>/zero_variance_group_fraction``, ``.../within_group_std`` and ``.../dead``
@@ -672,7 +689,6 @@ class RewardPipeMonitor:
         # The monitor's warnings about the run (llm_user_replaced, values_out_of_range...), each batch's; each kind is
         # logged once, as `rewardpipe monitor` says it once.
         self.warnings: list[dict[str, Any]] = []
-        self._warned_kinds: set[str] = set()
         self.reports: list[Any] = []  # one StepReport per monitored batch
         self.state: Any = None  # the monitor's hysteresis state
         # The last batches, so a component short of groups in small batches is judged over several of them
@@ -681,7 +697,7 @@ class RewardPipeMonitor:
         self.batches = 0
         self.failures: list[str] = []  # monitor failures (logged; training goes on)
         self.group_size: int | None = None
-        self._warned_apart: set[str] = set()  # why the aggregate is not the reward trained on, each said once
+        self._said: dict[str, set[str]] = {}  # what was logged once, by topic (_first_time)
         self._resumed = self.store is None  # the store's own steps and state of this run not read yet
 
     @staticmethod
@@ -751,7 +767,7 @@ class RewardPipeMonitor:
             local: list[Any] = list(zip(values, batch.errors, details, strict=False))
         except Exception as exc:  # noqa: BLE001 - reported after the gather
             problem, local = problem or exc, [None] * len(batch.errors)
-        figures: dict[str, float] | None = None
+        judged: BatchJudgement | None = None
         try:
             gathered = self.gather(local)
             if problem is not None:
@@ -760,29 +776,55 @@ class RewardPipeMonitor:
                 raise ValueError(
                     "RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])"
                 )
-            rows = [_clean_row(row, self.reward.component_names) for row in gathered]
-            figures = self._monitor(rows, weights, group_size, main, kwargs, apart)
+            if main:  # the others take its judgement (_take_judgement): they cannot read a resumed run's store
+                rows = [_clean_row(row, self.reward.component_names) for row in gathered]
+                judged = self._monitor(rows, weights, group_size, kwargs, apart)
         except Exception as exc:  # monitoring must never stop a training run; it says so loudly
             self.failures.append(f"{type(exc).__name__}: {exc}")
             logger.exception("rewardpipe: the within-group monitor failed on batch %s", self.batches)
-        self._log_figures(figures, kwargs.get("log_metric"))
-        self.batches += 1
+        self._take_judgement(judged, kwargs.get("log_metric"))
 
-    def _log_figures(self, figures: dict[str, float] | None, log_metric: Any) -> None:
-        """The main process's figures, logged on every process. TRL averages each logged metric over the processes
-        with one collective per name, in name order: a process logging other names than another (its own monitor
-        failed, or judged from another state: only the main process reads a resumed run's store back) mismatches
-        those collectives (values under the wrong name, or a wait for ever). So every process logs what the main
-        one judged (a collective each takes part in, whatever its own monitor did), or nothing when it has none."""
+    def _take_judgement(self, judged: BatchJudgement | None, log_metric: Any) -> None:
+        """The main process's judgement of the batch (its report, alarms, warnings, monitor state and step), taken
+        and logged by every process. Only the main process judges: it alone reads a resumed run's store back (its
+        steps, its monitor state, its open pool of small batches), so another process judging the same rows from
+        its own state raised other alarms (an alarm open at the checkpoint raised again, at other step numbers) and
+        logged other metric names. TRL averages each logged metric over the processes with one collective per name,
+        in name order: different names mismatch those collectives (values under the wrong name, or a wait for
+        ever). So every process logs the main one's figures (a collective each takes part in, whatever its own part
+        did), or nothing when it has none."""
         try:
-            shared = self.broadcast(figures)
+            shared = self.broadcast(judged)
         except Exception as exc:  # monitoring never stops a run
             self.failures.append(f"figures: {type(exc).__name__}: {exc}")
             logger.exception("rewardpipe: the main process's figures of batch %s did not arrive", self.batches)
+            shared, log_metric = judged, None  # the main process keeps what it judged (and stored); nothing logged
+        if not isinstance(shared, BatchJudgement):
+            self.batches += 1
             return
-        if callable(log_metric) and isinstance(shared, Mapping):
-            for name, value in shared.items():
+        self.batches = shared.step + 1
+        self.state = shared.state
+        self.reports.append(shared.report)
+        self.alarms.extend(shared.alarms)
+        for alarm in shared.alarms:
+            logger.warning("rewardpipe alarm at batch %s: %s", alarm.step, alarm.message)
+        for warning in shared.warnings:
+            self.warnings.append({**warning, "batch": shared.step})
+            if self._first_time("warning", warning["kind"]):
+                logger.warning("rewardpipe warning at batch %s: %s", shared.step, warning["message"])
+        if callable(log_metric):
+            for name, value in self.metrics(shared.report).items():
                 log_metric(name, value)
+
+    def _first_time(self, topic: str, what: str) -> bool:
+        """Whether ``what`` (a warning's kind, a reason) is said for the first time about ``topic``: each is said
+        once, and at most SAID_ONCE_LIMIT of one topic (a reason quoting the trainer's function names could
+        otherwise differ, and be said, every batch)."""
+        said = self._said.setdefault(topic, set())
+        if what in said or len(said) >= SAID_ONCE_LIMIT:
+            return False
+        said.add(what)
+        return True
 
     def _aggregate_apart(self, trainer: Any) -> str | None:
         """Why the monitor's aggregate (the weighted sum of rewardpipe's components) is not the reward the trainer
@@ -800,8 +842,7 @@ class RewardPipeMonitor:
             reason = f"the trainer also trains on reward functions that are not rewardpipe's ({', '.join(others[:10])})"
         elif getattr(trainer, "multi_objective_aggregation", None) == "normalize_then_sum":
             reason = "the trainer normalizes each component inside its group before the sum (normalize_then_sum)"
-        if reason is not None and reason not in self._warned_apart and len(self._warned_apart) < 10:
-            self._warned_apart.add(reason)
+        if reason is not None and self._first_time("aggregate_apart", reason):
             logger.warning(
                 "rewardpipe: %s; the monitor's aggregate, the weighted sum of rewardpipe's components, is not the "
                 "reward trained on, so it raises no alarm (each component is judged as usual)",
@@ -814,12 +855,12 @@ class RewardPipeMonitor:
         rows: list,
         weights: dict[str, float],
         group_size: int,
-        main: bool,
         kwargs: Mapping[str, Any],
         apart: str | None = None,
-    ) -> dict[str, float]:
-        """Judge the gathered batch, store it (the main process) and answer the figures to log. With ``apart`` (why
-        the aggregate is not the reward trained on: :meth:`_aggregate_apart`) the aggregate raises no alarm."""
+    ) -> BatchJudgement:
+        """Judge the gathered batch and store it (the main process's part): what every process then takes
+        (:meth:`_take_judgement`). With ``apart`` (why the aggregate is not the reward trained on:
+        :meth:`_aggregate_apart`) the aggregate raises no alarm."""
         from rewardpipe.monitoring import monitor_records
 
         thresholds = self.thresholds
@@ -828,7 +869,7 @@ class RewardPipeMonitor:
 
         trainer_state = kwargs.get("trainer_state")
         names = self.reward.component_names
-        if main and not self._resumed:
+        if not self._resumed:
             self._resume()
         records = batch_records(
             {name: [row[0][name] for row in rows] for name in names},
@@ -841,23 +882,12 @@ class RewardPipeMonitor:
             details=[row[2] for row in rows],
         )
         result = monitor_records(records, thresholds, self.state, self.history)
-        self.state = result.state
-        report = result.step(self.batches)
-        self.reports.append(report)
-        self.alarms.extend(result.alarms)
-        for alarm in result.alarms:
-            logger.warning("rewardpipe alarm at batch %s: %s", alarm.step, alarm.message)
-        for warning in result.warnings:
-            self.warnings.append({**warning, "batch": self.batches})
-            if warning["kind"] not in self._warned_kinds:
-                self._warned_kinds.add(warning["kind"])
-                logger.warning("rewardpipe warning at batch %s: %s", self.batches, warning["message"])
-        if main and self.store is not None:
+        if self.store is not None:
             if self._resumed:
                 self._persist(records, result)
             else:  # the stored run could not be read: writing would replace its steps and state
                 self._not_stored(f"{len(records)} record(s): the run's stored steps could not be read")
-        return self.metrics(report)
+        return BatchJudgement(self.batches, result.step(self.batches), result.alarms, result.warnings, result.state)
 
     def _resume(self) -> None:
         """Go on after the steps this run already has in the store (a run resumed from a checkpoint under its
