@@ -510,7 +510,26 @@ def _replay(store: Any, run_id: str, step: int, settings: Settings) -> dict[str,
         "verdicts": {n: s.verdict for n, s in result.steps[0].components.items()},
         "alarms": [],
         "verdict_key": verdict_key(run_id, step),
+        **({"warnings": result.warnings} if result.warnings else {}),
     }
+
+
+def _send_warnings(sns: Any, run_id: str, step: int, warnings: list[dict[str, str]]) -> list[str]:
+    """A checked step's run warnings to the SNS topic, each kind once per run (:meth:`rewardpipe.monitoring.
+    SnsAlarmSink.warn`): in AWS nobody reads the function's log, and a warning such as ``llm_user_replaced`` (the
+    environment's LLM-played user replaced by its rule-based one in 10 % or more of a step's rollouts: the run trains
+    against another user than the one configured) is one its user acts on. A notice, not an alarm (no CloudWatch alarm,
+    nothing under ``alarms/``). A publish that fails is a problem of the run (the invocation fails and is retried;
+    the next step with the warning tries again)."""
+    if sns is None:
+        return []
+    problems = []
+    for warning in warnings:
+        try:
+            sns.warn(run_id, step, warning)
+        except Exception as exc:  # noqa: BLE001 - named in the check's failure, the other warnings still sent
+            problems.append(f"step {step}: warning-delivery:{warning.get('kind')}: {type(exc).__name__}: {exc}")
+    return problems
 
 
 def _open_store(settings: Settings) -> Any:
@@ -530,8 +549,10 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
     components = MetricComponents(store, deployed_components(settings))
     publisher = CheckPublisher(store, components, RunMetricRuns(store, settings))
     sinks: list[Any] = [StoreAlarmSink(store)]
+    sns = None
     if settings.alarm_topic_arn:
-        sinks.append(SnsAlarmSink(settings.alarm_topic_arn, client=sns_client or aws_client("sns"), ledger=store))
+        sns = SnsAlarmSink(settings.alarm_topic_arn, client=sns_client or aws_client("sns"), ledger=store)
+        sinks.append(sns)
     runs = [request.run_id] if request.run_id else store.list_runs()
     summaries: list[dict[str, Any]] = []
     late: list[dict[str, Any]] = []
@@ -559,6 +580,7 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
                 if result.steps:
                     left_out = publisher.left_out.pop((run_id, result.steps[0].step), [])
                     summaries.append(_summary(run_id, result, left_out))
+                    problems[run_id].extend(_send_warnings(sns, run_id, result.steps[0].step, result.warnings))
                 problems[run_id].extend(
                     f"step {result.steps[0].step if result.steps else '?'}: {owed}" for owed in _owed(result.unreadable)
                 )
@@ -573,6 +595,8 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
         if already:
             replay = _replay(store, run_id, request.step, settings)  # type: ignore[arg-type]
             if replay is not None:
+                # a retry of a check whose warning did not get through sends it now (once: the ledger)
+                problems[run_id].extend(_send_warnings(sns, run_id, replay["step"], replay.get("warnings", [])))
                 summaries.append(replay)
     if any(not summary["replayed"] for summary in summaries):
         emit(streak_points(store, settings, components=components))

@@ -101,6 +101,12 @@ def delivery_key(run_id: str, alarm: Alarm, sink: str) -> str:
     )
 
 
+def warning_delivery_key(run_id: str, kind: str, sink: str) -> str:
+    """A sink's ledger entry for a run warning of ``kind``, sent once per run:
+    ``runs/<run_id>/monitor/delivered/warnings/<kind>.<sink>.json``."""
+    return f"{run_prefix(run_id)}monitor/delivered/warnings/{_segment(kind)}.{sink}.json"
+
+
 class AlarmSink(Protocol):
     def emit(self, alarm: Alarm) -> None: ...
 

@@ -12,8 +12,9 @@ import hashlib
 import json
 import unicodedata
 from typing import Any
+from urllib.parse import quote
 
-from rewardpipe.monitoring.alarms import Alarm, alarm_key, delivery_key
+from rewardpipe.monitoring.alarms import Alarm, alarm_key, delivery_key, warning_delivery_key
 from rewardpipe.store import Store
 
 _STYLE = {
@@ -133,6 +134,8 @@ class SnsAlarmSink:
     #: UTF-8 bytes of one attribute value: a component, run id or dedupe key longer than this (a stored record may
     #: name a component with any text) is cut with a marker and a digest of the whole value.
     ATTRIBUTE_LIMIT = 1024
+    #: Characters of a run warning's message sent (a warning quotes component names, cut at 80 characters each).
+    WARNING_MESSAGE_LIMIT = 4000
 
     def __init__(self, topic_arn: str, client: Any = None, *, ledger: Store | None = None) -> None:
         if not topic_arn or not topic_arn.startswith("arn:"):
@@ -173,8 +176,11 @@ class SnsAlarmSink:
     @classmethod
     def subject(cls, alarm: Alarm) -> str:
         run = f" run {alarm.run_id}" if alarm.run_id else ""
-        text = f"[rewardpipe] {alarm.kind}: {alarm.component}{run} step {alarm.step}"
-        # SNS subjects: ASCII, no line breaks, at most 100 characters.
+        return cls._subject_text(f"[rewardpipe] {alarm.kind}: {alarm.component}{run} step {alarm.step}")
+
+    @classmethod
+    def _subject_text(cls, text: str) -> str:
+        """SNS subjects: ASCII, no line breaks, at most 100 characters."""
         text = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in text)
         return text if len(text) <= cls.SUBJECT_LIMIT else text[: cls.SUBJECT_LIMIT - 3] + "..."
 
@@ -236,33 +242,74 @@ class SnsAlarmSink:
             attributes["run_id"] = self.attribute(alarm.run_id)
         # subscribers can drop a repeat themselves: the same alarm always carries the same key
         attributes["dedupe_key"] = self.attribute(alarm.dedupe_key)
+        message = self.message(alarm, min(self.MESSAGE_LIMIT, self.PUBLISH_LIMIT - self.publish_size("", attributes)))
+        self._publish(self.subject(alarm), message, attributes, alarm.dedupe_key, alarm.run_id, self._ledger_key(alarm))
+
+    def warn(self, run_id: str, step: int, warning: dict[str, str]) -> bool:
+        """Publish a run warning (``{"kind", "message"}`` of :func:`rewardpipe.monitoring.messages.run_warnings`: the
+        rule-based user replacing the LLM-played one, values out of their declared range...) once per run and kind:
+        True if it was sent now, False if the ledger says an earlier step's was. A notice, never an alarm: its
+        message attribute ``notice`` is ``run_warning`` (an alarm has none), its ``kind`` the warning's, and nothing of
+        it is stored under ``alarms/`` or opens a CloudWatch alarm. Needs a ``ledger`` (without one, every call sends:
+        the same warning each step would flood the topic)."""
+        if self.ledger is None:
+            raise ValueError("SnsAlarmSink.warn needs a ledger store: a run's warning is sent once, kept there")
+        kind = str(warning.get("kind", ""))
+        key = warning_delivery_key(run_id, kind, "sns")
+        try:
+            self.ledger.get_bytes(key)
+            return False
+        except KeyError:
+            pass
+        dedupe_key = "/".join(quote(part, safe="", errors="surrogatepass") for part in (run_id, "warning", kind))
+        attributes = {
+            "notice": self.attribute(RUN_WARNING),
+            "kind": self.attribute(kind),
+            "run_id": self.attribute(run_id),
+            "dedupe_key": self.attribute(dedupe_key),
+        }
+        body = {
+            "notice": RUN_WARNING,
+            "kind": kind,
+            "run_id": run_id,
+            "step": int(step),
+            "message": str(warning.get("message", ""))[: self.WARNING_MESSAGE_LIMIT],
+            "dedupe_key": dedupe_key,
+            "note": "a warning about the run, not an alarm: sent once per run and kind; later steps' are in the "
+            "variance check's step results (warnings) and its log",
+        }
+        subject = self._subject_text(f"[rewardpipe] warning {kind} run {run_id} step {int(step)}")
+        self._publish(subject, json.dumps(body, indent=2, sort_keys=True), attributes, dedupe_key, run_id, key)
+        return True
+
+    def _publish(
+        self,
+        subject: str,
+        message: str,
+        attributes: dict[str, dict[str, str]],
+        dedupe_key: str,
+        run_id: str | None,
+        ledger_key: str | None,
+    ) -> None:
+        """One Publish, then its ledger entry (when there is a ledger key)."""
         fifo: dict[str, str] = {}
         if self.fifo:  # ids of at most 128 characters: digests (SNS deduplicates within 5 minutes)
             fifo = {
-                "MessageDeduplicationId": _digest(alarm.dedupe_key),  # one run's alarms stay in order
-                "MessageGroupId": _digest(alarm.run_id or "-")[:32],
+                "MessageDeduplicationId": _digest(dedupe_key),  # one run's messages stay in order
+                "MessageGroupId": _digest(run_id or "-")[:32],
             }
         response = self.client.publish(
-            TopicArn=self.topic_arn,
-            Subject=self.subject(alarm),
-            Message=self.message(
-                alarm, min(self.MESSAGE_LIMIT, self.PUBLISH_LIMIT - self.publish_size("", attributes))
-            ),
-            MessageAttributes=attributes,
-            **fifo,
+            TopicArn=self.topic_arn, Subject=subject, Message=message, MessageAttributes=attributes, **fifo
         )
         self.message_ids.append(response["MessageId"])
-        key = self._ledger_key(alarm)
-        if key is not None and self.ledger is not None:  # (a key means a ledger)
+        if ledger_key is not None and self.ledger is not None:  # (a key means a ledger)
             self.ledger.put_json(
-                key,
-                {
-                    "dedupe_key": alarm.dedupe_key,
-                    "message_id": response["MessageId"],
-                    "topic": self.topic_arn,
-                },
+                ledger_key, {"dedupe_key": dedupe_key, "message_id": response["MessageId"], "topic": self.topic_arn}
             )
 
+
+#: The ``notice`` message attribute (and body field) of a run warning sent to SNS; alarms carry no ``notice``.
+RUN_WARNING = "run_warning"
 
 #: ``truncated`` of an alarm message cut to fit SNS's limit.
 TRUNCATED_NOTE = "cut to fit SNS's 256 KiB; the whole alarm is in the store (alarms/ beside the records)"
