@@ -76,16 +76,16 @@ def _valued(rollouts: Sequence[SampledRollout], component: str) -> list[SampledR
     return [r for r in rollouts if r.status == "scored" and is_score(_value(r, component))]
 
 
-def _constant_groups(acc: StepAcc, component: str, eps: float) -> list[list[SampledRollout]]:
+def _constant_groups(acc: StepAcc, component: str, eps: float) -> list[tuple[list[SampledRollout], int]]:
     """The sampled groups where ``component`` is constant (zero variance as the step's figures count it), each as
-    its rollouts that have a value."""
+    its rollouts that have a value, with the number of its scored rollouts that have none (None, NaN or inf)."""
     groups = []
     weight = None if component == AGGREGATE_TARGET else acc.weights.get(component)
     for rollouts in acc.sample.values():
         valued = _valued(rollouts, component)
         values = [_value(r, component) or 0.0 for r in valued]
         if len(values) >= 2 and not varies(values, eps, weight):
-            groups.append(valued)
+            groups.append((valued, sum(1 for r in rollouts if r.status == "scored") - len(valued)))
     return groups
 
 
@@ -142,13 +142,16 @@ def _gate_progress(component: str) -> Callable[[SampledRollout], tuple[float, st
 
 
 def _spread(ranked: list[tuple[Any, SampledRollout, str]]) -> list[tuple[SampledRollout, str]]:
-    """Best first, but one rollout per group before a second from the same group."""
+    """Best first, but one rollout per group before a second from the same group. A group is its step's: the steps
+    of a pooled verdict reuse group ids (a trainer callback's batches are all ``g0``, ``g1``...), and taken by id
+    alone a pool's examples came from its first step only, a group of it twice."""
     ranked.sort(key=lambda item: item[0])
     chosen, groups = [], set()
     for _, r, reason in ranked:
-        if r.group_id not in groups:
+        group = (getattr(r, "step", None), r.group_id)
+        if group not in groups:
             chosen.append((r, reason))
-            groups.add(r.group_id)
+            groups.add(group)
     for _, r, reason in ranked:
         if (r, reason) not in chosen:
             chosen.append((r, reason))
@@ -196,7 +199,7 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
             for r in [r for r in scored if r is not finite[0]][:1]:
                 ranked.append((1, r, clean(f"{component} = {_value(r, component)!r}: no value to compare with")))
     elif alarm.cause == "components_cancel":
-        for group in _constant_groups(acc, component, eps):
+        for group, _ in _constant_groups(acc, component, eps):
             differing = [r for r in group if r.components != group[0].components]
             for r in ([group[0], *differing[:1]]) if differing else []:
                 parts = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(r.components.items()))
@@ -204,14 +207,17 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
             if ranked:
                 break
     else:
-        for group in _constant_groups(acc, component, eps):
+        for group, without in _constant_groups(acc, component, eps):
+            # "every rollout of its group" was said of a group whose other rollouts had a NaN or None, the
+            # component's only difference there (left out of the figures: no number to compare)
+            others = f" that has a number ({without} other scored rollout(s): None, NaN or inf)" if without else ""
             for r in group:
                 value = _value(r, component)
                 if alarm.cause == "constant_at_minimum" and component in th.outcome_components:
                     rank, reason = _execution_reason(r)
                 else:
                     rank, reason = 0, _behaviour(r)
-                base = f"{component} = {fmt(value)}, like every rollout of its group"
+                base = f"{component} = {fmt(value)}, like every rollout of its group{others}"
                 ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
     # A verdict pooled over small steps (rewardpipe.monitoring.pooling) picks rollouts of several steps.
     return [

@@ -59,6 +59,12 @@ def dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]
             f" ({sparse} of those {s['eligible_groups']} groups have a finite value in only one rollout: "
             f"{s['missing']} None, {s['non_finite']} NaN or inf at this step)"
         )
+    elif cause not in ("no_values", "sparse_values") and (s.get("missing") or s.get("non_finite")):
+        # a component whose only difference inside groups is a None or a NaN: said, not hidden behind the numbers
+        text += (
+            f" ({s['missing']} None, {s['non_finite']} NaN or inf in scored rollouts at this step, left out: "
+            f"the values it has are what is constant)"
+        )
     return text
 
 
