@@ -53,6 +53,13 @@ def dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]
             f"groups kept {(records - errors) / groups:.1f} scored rollouts on average of {records / groups:.1f}: the "
             f"fewer a group keeps, the likelier it is constant; see the error-rate alarm)"
         )
+    at_scale, size = s.get("scale_zero_groups") or (0, None)
+    if at_scale and cause not in ("no_values", "sparse_values"):
+        text += (
+            f" (in {at_scale} of those groups it does change, but by less than epsilon times its size, about "
+            f"{fmt(size)}: changes that small beside the values are float rounding, no signal to trust; a component "
+            f"with a large constant offset drowns the others' changes in the reward)"
+        )
     sparse = s.get("sparse_groups", 0)
     if sparse and cause != "sparse_values":
         text += (

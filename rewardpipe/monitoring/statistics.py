@@ -471,6 +471,11 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
     with np.errstate(invalid="ignore"):  # NaN magnitude: a group without a value, never eligible
         magnitude = np.maximum(np.abs(table.minimum), np.abs(table.maximum))
         zero = eligible & (std <= zero_variance_bound(epsilon, weight, magnitude))
+        # zero only at the values' scale: a spread that would count as varying on values within +-1 (the messages
+        # say so: a large offset, not a scorer that never moves; and no weighted changes that cancel)
+        at_scale = zero & (std > zero_variance_bound(epsilon, weight, 1.0))
+    if at_scale.any():
+        stats["scale_zero_groups"] = (int(at_scale.sum()), float(np.median(magnitude[at_scale])))
     with np.errstate(over="ignore", invalid="ignore"):  # a weight near 1e308: inf, and no share (see below)
         sizes = abs(weight) * std
     n_total = int(n[present].sum())

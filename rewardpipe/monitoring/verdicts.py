@@ -30,7 +30,7 @@ import numpy as np
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET
 from rewardpipe.monitoring.messages import dead_message, label
 from rewardpipe.monitoring.statistics import AGG, StepAcc, advantage_share_means, component_figures
-from rewardpipe.monitoring.thresholds import Thresholds
+from rewardpipe.monitoring.thresholds import Thresholds, zero_variance_bound
 
 Verdict = Literal["ok", "dying", "dead", "info", "insufficient_data"]
 
@@ -204,7 +204,11 @@ def component_stats(
         stats["cause"] = "sparse_values"
         return stats
     lo_seen, hi_seen = stats["min"], stats["max"]
-    batch_constant = (hi_seen - lo_seen) <= tol or stats["std"] <= eps
+    # constant across the batch as inside groups: at the values' scale too (a reward of 1e6 whose changes are
+    # rounding beside it was said to vary across the batch and to "depend on the prompt")
+    weight = None if name == AGG else acc.weights.get(name)
+    scale = max(abs(lo_seen), abs(hi_seen))
+    batch_constant = (hi_seen - lo_seen) <= tol or stats["std"] <= zero_variance_bound(eps, weight, scale)
     range_known = value_range is not None
     if value_range is None and not batch_constant:
         value_range = (lo_seen, hi_seen)
@@ -235,7 +239,11 @@ def is_penalty(value_range: tuple[float, float] | None) -> bool:
 def finish(name: str, stats: dict[str, Any], cancelling: list[str] | None = None) -> ComponentStats:
     """Turn a :func:`component_stats` dict into :class:`ComponentStats`, writing the dead message."""
     if stats["verdict"] in ("dead", "info"):
-        if cancelling and stats["cause"] not in ("no_values", "sparse_values"):
+        at_scale, _ = stats.get("scale_zero_groups") or (0, None)
+        # Constant only at its scale (a large offset drowns the components' changes) is no cancelling: that cause
+        # sent a user looking for opposite signs or zero weights that were not there.
+        drowned = 2 * at_scale >= stats["zero_variance_groups"]
+        if cancelling and stats["cause"] not in ("no_values", "sparse_values") and not drowned:
             stats["cause"] = "components_cancel"
         stats["message"] = dead_message(name, stats["cause"], stats, cancelling or [])
     for internal in (
@@ -248,6 +256,7 @@ def finish(name: str, stats: dict[str, Any], cancelling: list[str] | None = None
         "varying_groups",
         "group_size",
         "errors_left_out",
+        "scale_zero_groups",
     ):
         stats.pop(internal, None)
     return ComponentStats(name=name, **stats)

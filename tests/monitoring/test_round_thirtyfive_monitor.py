@@ -82,3 +82,48 @@ def test_a_constant_component_with_every_value_a_number_reads_as_before():
     (alarm,) = [a for a in result.alarms if a.component == "fmt"]
     assert "left out" not in alarm.message
     assert all(e["reason"].endswith("like every rollout of its group") for e in alarm.examples)
+
+
+def _spread(g: int, i: int) -> float:
+    """A value that differs inside every group, honestly, and between groups."""
+    return (g * 7 + i * 3) % 10 / 10
+
+
+def test_a_reward_drowned_by_a_large_offset_is_not_called_cancelling():
+    """``offset`` is 1e6 in every rollout and ``good`` varies honestly in every group: the reward's changes inside a
+    group (about 0.3) are below epsilon times its size (1e6), so it is dead by the monitor's rule (float rounding
+    beside the values), but the alarm said its components "cancel (opposite signs with equal weights) or their
+    weights are 0", and, judged at an absolute bound across the batch, that it "depends on the prompt"."""
+    result = monitor_records(_records(0, 8, lambda g, i: {"good": _spread(g, i), "offset": 1e6}))
+    report = result.step(0)
+    assert report.components["good"].verdict == "ok"
+    aggregate = report.aggregate
+    assert aggregate.verdict == "dead"
+    assert aggregate.cause == "constant_everywhere"
+    assert "cancel" not in aggregate.message and "depends on the prompt" not in aggregate.message
+    assert "epsilon times its size" in aggregate.message and "1e+06" in aggregate.message
+    # a reward that really cancels still says so
+    cancels = monitor_records(_records(0, 8, lambda g, i: {"up": _spread(g, i), "down": -_spread(g, i)})).step(0)
+    assert cancels.aggregate.cause == "components_cancel"
+    assert "epsilon times its size" not in cancels.aggregate.message
+
+
+@pytest.mark.parametrize(
+    ("values_of", "dead"),
+    [
+        (lambda g, i: 1000.0 * g + 1e-12 * i, True),  # rounding noise on a large scale, varying only across groups
+        (lambda g, i: 1e6 + 1e-10 * i, True),  # rounding noise on a large constant
+        (lambda g, i: float(g % 2), True),  # constant per group, varying across groups
+        (lambda g, i: 1e-4 * _spread(g, i), False),  # honest small changes
+        (lambda g, i: 100.0 + 0.01 * _spread(g, i), False),  # honest small changes on an offset
+    ],
+)
+def test_a_component_that_gives_nothing_inside_groups_alarms_and_an_honest_one_does_not(values_of, dead):
+    result = monitor_records(_records(0, 8, lambda g, i: {"good": _spread(g, i), "c": values_of(g, i)}))
+    alarms = [a for a in result.alarms if a.component == "c"]
+    if not dead:
+        assert alarms == [] and result.step(0).components["c"].verdict == "ok"
+        return
+    (alarm,) = alarms
+    assert alarm.kind == "dead_component" and alarm.cause and alarm.message
+    assert len(alarm.examples) == 3 and all(e["transcript_key"] for e in alarm.examples)
