@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from tests.integrations.test_round_thirtyfour_trainers import _Trainer, _two_ranks
 
 # 4 groups of 2 a batch, 2 on each process: enough groups for a verdict; answer_correct and format are constant
@@ -93,3 +95,50 @@ class TestWhatTheCallbackSaysOnce:
             assert callback._first_time("warning", "llm_user_replaced")
             assert not callback._first_time("warning", "llm_user_replaced")
         assert caplog.text.count("said ") == SAID_ONCE_LIMIT
+
+
+def _launch_two_processes(out, store):  # type: ignore[no-untyped-def]
+    """tests/integrations/trl_two_processes.py on two real processes (torch.distributed with gloo), storing the run
+    in ``store``; what each rank's callback saw."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out.mkdir()
+    script = Path(__file__).with_name("trl_two_processes.py")
+    launched = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            str(out),
+            str(store),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
+@pytest.mark.trl
+def test_two_real_processes_resumed_hold_the_main_processs_alarms(tmp_path):
+    """The real GRPOTrainer on two processes, stored, then resumed from the store on two processes: the other process
+    raised again, at step 0, the dead alarm the run had open (prompt_parity, constant in every group)."""
+    pytest.importorskip("trl")
+    store = tmp_path / "store"
+    first = _launch_two_processes(tmp_path / "first", store)
+    assert ("prompt_parity", "dead_component", 0) in [tuple(a) for a in first[0]["alarm_steps"]]
+    resumed = _launch_two_processes(tmp_path / "resumed", store)
+    main, other = resumed
+    assert main["failures"] == other["failures"] == []
+    assert ("prompt_parity", "dead_component") not in [tuple(a[:2]) for a in main["alarm_steps"]]  # still open
+    assert other["alarm_steps"] == main["alarm_steps"]
+    assert [r["step"] for r in other["reports"]] == [r["step"] for r in main["reports"]] == [2, 3]
+    assert other["state"] == main["state"]
