@@ -192,13 +192,13 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
     ``report``'s statistics are replaced where the pool gives a verdict. ``state``: the MonitorState."""
     step = report.step
     pooling = Pooling(acc, th.min_groups)
-    merged: dict[int, tuple[StepReport, StepAcc, list[int]]] = {}  # first step -> the pool's report
+    merged: dict[int, tuple[StepReport, StepAcc]] = {}  # first step -> the pool's report
 
-    def pooled_report(steps: list[tuple[int, StepAcc]]) -> tuple[StepReport, StepAcc, list[int]]:
+    def pooled_report(steps: list[tuple[int, StepAcc]]) -> tuple[StepReport, StepAcc]:
         first = steps[0][0]
         if first not in merged:
             pooled_acc = merge(steps)
-            merged[first] = (step_report(step, pooled_acc, th), pooled_acc, [s for s, _ in steps])
+            merged[first] = (step_report(step, pooled_acc, th), pooled_acc)
         return merged[first]
 
     targets = [(f"component:{name}", name) for name in report.components] + [(AGGREGATE_TARGET, AGGREGATE_TARGET)]
@@ -216,7 +216,9 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
             _say_pending(alone, [step], th, acc)
             continue
         first = earlier[0][0]
-        pool_report, pool_acc, steps = pooled_report([*earlier, (step, acc)])
+        pool = [*earlier, (step, acc)]
+        pool_report, pool_acc = pooled_report(pool)
+        steps = _given_at(pool, name)
         pooled = pool_report.aggregate if name == AGGREGATE_TARGET else pool_report.components.get(name)
         if pooled is None or pooled.verdict == "insufficient_data":
             target.pooled_since = first
@@ -235,6 +237,15 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
     if widest is not None:
         pooling.acc = widest[1]
     return pooling
+
+
+def _given_at(pool: list[tuple[int, StepAcc]], name: str) -> list[int]:
+    """The steps of ``pool`` whose records give ``name`` (a value, a None or a NaN; the aggregate: every step). A step
+    that leaves a component out adds no group to its verdict: named among the pooled steps (a component renamed and
+    back, absent for a while), it made a verdict of two steps read "pooled over steps 4-11"."""
+    if name == AGGREGATE_TARGET:
+        return [step for step, _ in pool]
+    return [step for step, acc in pool if name in acc.component_names()]
 
 
 def pool_span(th: Thresholds) -> int:

@@ -127,3 +127,23 @@ def test_a_component_that_gives_nothing_inside_groups_alarms_and_an_honest_one_d
     (alarm,) = alarms
     assert alarm.kind == "dead_component" and alarm.cause and alarm.message
     assert len(alarm.examples) == 3 and all(e["transcript_key"] for e in alarm.examples)
+
+
+def test_a_pooled_verdict_names_only_the_steps_that_give_the_component():
+    """``c`` is given at step 0, left out of steps 1-9 (renamed, then back) and given again at steps 10 and 11, two
+    small steps each: its verdict, judged on steps 10 and 11, said "pooled over steps 4-11" (``pooled_steps`` 4 to
+    11), as if eight steps' evidence were behind it."""
+    history, state, alarms = StepHistory(), None, []
+    for step in range(12):
+        given = step in (0, 10, 11)
+        result = monitor_records(
+            _records(step, 2, lambda g, i, given=given: {"good": _varied(g, i), **({"c": 1.0} if given else {})}),
+            None,
+            state,
+            history,
+        )
+        state, alarms = result.state, alarms + result.alarms
+    (alarm,) = [a for a in alarms if a.component == "c"]
+    assert alarm.step == 11
+    assert alarm.figures["pooled_steps"] == [10, 11]
+    assert "pooled over steps 10\u201311" in alarm.message
