@@ -203,9 +203,17 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
 
     targets = [(f"component:{name}", name) for name in report.components] + [(AGGREGATE_TARGET, AGGREGATE_TARGET)]
     widest: tuple[int, StepAcc] | None = None
+    # A step checked after a later one (its records came late) is judged alone and leaves the pools as they are:
+    # opening a pool there pooled again, at the next step, the later steps already judged (their groups counted in
+    # two verdicts), and joining or closing the open pool of the later steps dropped its evidence.
+    late = state.last_step is not None and step < state.last_step
     for key, name in targets:
         target = state.target(key)
         alone = report.aggregate if name == AGGREGATE_TARGET else report.components[name]
+        if late:
+            if alone.verdict == "insufficient_data":
+                alone.message = f"{alone.message}; a late step (checked after step {state.last_step}): not pooled"
+            continue
         if alone.verdict != "insufficient_data":
             target.pooled_since = None
             continue

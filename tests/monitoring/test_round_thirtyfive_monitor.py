@@ -147,3 +147,31 @@ def test_a_pooled_verdict_names_only_the_steps_that_give_the_component():
     assert alarm.step == 11
     assert alarm.figures["pooled_steps"] == [10, 11]
     assert "pooled over steps 10\u201311" in alarm.message
+
+
+def _small_steps(order, values_of):  # type: ignore[no-untyped-def]
+    """Steps of 2 groups each, checked one call each in ``order`` (a late step's records came after a later step)."""
+    history, state, results = StepHistory(), None, {}
+    for step in order:
+        result = monitor_records(_records(step, 2, values_of), None, state, history)
+        state, results[step] = result.state, result
+    return results
+
+
+def test_a_late_step_is_judged_alone_and_pools_no_step_twice():
+    """Steps 0 and 2 pooled (``c`` constant: dead, alarmed at 2), then step 1 arrives late: it opened a pool, and
+    step 3 was judged over steps 1-3, step 2's groups counted in a second verdict."""
+    results = _small_steps((0, 2, 1, 3, 4), lambda g, i: {"good": _varied(g, i), "c": 1.0})
+    assert results[2].step(2).components["c"].pooled_steps == [0, 2]
+    late = results[1].step(1).components["c"]
+    assert late.verdict == "insufficient_data" and "a late step (checked after step 2): not pooled" in late.message
+    assert results[3].step(3).components["c"].verdict == "insufficient_data"  # a pool opened at 3, alone so far
+    assert results[4].step(4).components["c"].pooled_steps == [3, 4]
+
+
+def test_a_late_step_leaves_the_open_pool_of_later_steps_open():
+    results = _small_steps((0, 1, 3, 2, 4), lambda g, i: {"good": _varied(g, i), "c": 1.0})
+    assert results[1].step(1).components["c"].pooled_steps == [0, 1]
+    assert results[3].step(3).components["c"].verdict == "insufficient_data"  # its pool opens at 3
+    assert results[2].step(2).components["c"].verdict == "insufficient_data"  # late: alone
+    assert results[4].step(4).components["c"].pooled_steps == [3, 4]  # the pool of 3 goes on
