@@ -14,8 +14,11 @@ bounded by the runner's recycling; a part that fails to restore has the runner r
 
 from __future__ import annotations
 
+import atexit
 import builtins
+import codecs
 import decimal
+import faulthandler
 import gc
 import locale
 import logging
@@ -24,7 +27,9 @@ import random
 import signal
 import socket
 import sys
+import threading
 import time
+import types
 import unittest
 import warnings
 
@@ -37,6 +42,92 @@ _SIGNALS = tuple(
 _TIMERS = tuple(
     getattr(signal, name) for name in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF") if hasattr(signal, name)
 )
+
+
+# unittest's classes the runner itself loads and runs every job's tests with (a class attribute a job's tests set,
+# ``unittest.TestLoader.testMethodPrefix = "check"``, had every later job of the runner find no tests), and TestCase,
+# whose attributes (``maxDiff``, ``longMessage``) decide what later jobs' assertions report.
+_UNITTEST_CLASSES = (
+    unittest.TestCase,
+    unittest.TestLoader,
+    unittest.TestSuite,
+    unittest.TestResult,
+    unittest.TextTestResult,
+    unittest.TextTestRunner,
+)
+# Error handlers every interpreter starts with (codecs.register_error replaces one for the life of the process).
+_CODEC_ERROR_HANDLERS = (
+    "strict",
+    "ignore",
+    "replace",
+    "xmlcharrefreplace",
+    "backslashreplace",
+    "namereplace",
+    "surrogateescape",
+    "surrogatepass",
+)
+# Modules whose attributes are restored by their own part of the baseline (or are this runner's and the tests').
+_UNWATCHED_MODULES = frozenset({"sys", "builtins", "__main__", "hidden_tests"})
+
+
+class _WatchedModule(types.ModuleType):
+    """A module whose attributes a job's code rebinds or deletes (``json.dumps = fake``, ``del string.capwords``,
+    ``unittest.util._MAX_LENGTH = 5``) notes the value it had, for the job's end to put back. Round thirty-five: a
+    standard module's attribute a job's tests replaced stayed replaced for every later job of the runner (any task's),
+    where each task's tests, in one process, find the module as it loads. Only the attributes a job touches cost
+    anything (one note each); a name the tests add is left (an earlier round's tests keep a model's object there to
+    show it is dead in the next job), and so is what the module's own code rebinds through its globals."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        _note_rebinding(self, name)
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        _note_rebinding(self, name)
+        super().__delattr__(name)
+
+
+# (what the tests see of type(math), as in one process)
+_WatchedModule.__name__ = _WatchedModule.__qualname__ = "module"
+_REBOUND: dict[tuple[int, str], tuple[types.ModuleType, str, object]] = {}
+
+
+def _note_rebinding(module: types.ModuleType, name: str) -> None:
+    key = (id(module), name)
+    if key not in _REBOUND:
+        namespace = vars(module)
+        if name in namespace:
+            _REBOUND[key] = (module, name, namespace[name])
+
+
+def _watch_modules(modules: dict) -> None:
+    """Have each loaded module (of the plain module type) note what a job rebinds in it."""
+    for name, module in list(modules.items()):
+        if type(module) is types.ModuleType and name not in _UNWATCHED_MODULES and not name.startswith("rewardpipe"):
+            try:
+                module.__class__ = _WatchedModule
+            except TypeError:  # (a module that refuses: left unwatched)
+                continue
+
+
+def _restore_rebound() -> None:
+    notes = list(_REBOUND.values())
+    _REBOUND.clear()
+    for module, name, value in notes:
+        namespace = vars(module)
+        if name not in namespace or namespace[name] is not value:
+            namespace[name] = value
+
+
+def _is_imported(module: object) -> bool:
+    """Whether a module in sys.modules came from an import (a finder's spec) rather than a test's hand."""
+    return isinstance(module, types.ModuleType) and getattr(module, "__spec__", None) is not None
+
+
+def _lowest_free_descriptor() -> int:
+    fd = os.dup(0)
+    os.close(fd)
+    return fd
 
 
 def _logger_state(logger: logging.Logger) -> tuple:
@@ -84,6 +175,16 @@ class Baseline:
     def __init__(self) -> None:
         self.builtins = dict(vars(builtins))
         self.testcase = dict(vars(unittest.TestCase))
+        self.unittest_classes = {cls: dict(vars(cls)) for cls in _UNITTEST_CLASSES}
+        self.default_loader = dict(vars(unittest.defaultTestLoader))
+        self.modules = dict(sys.modules)
+        _watch_modules(self.modules)
+        self.module_count = len(sys.modules)
+        self.codec_errors = {name: codecs.lookup_error(name) for name in _CODEC_ERROR_HANDLERS}
+        self.faulthandler = faulthandler.is_enabled()
+        self.threads = threading.active_count()
+        self.descriptor = _lowest_free_descriptor()
+        self.exit_callbacks = atexit._ncallbacks()
         self.environ = dict(os.environ)
         self.environ_data = dict(_environ_data())
         try:
@@ -93,7 +194,9 @@ class Baseline:
         self.path = list(sys.path)
         self.meta_path = list(sys.meta_path)  # the runner's guard against importing the model's module among them
         self.streams = (sys.stdin, sys.stdout, sys.stderr)
-        self.hooks = (sys.displayhook, sys.excepthook, sys.breakpointhook)
+        self.hooks = (sys.displayhook, sys.excepthook, sys.breakpointhook, sys.unraisablehook)
+        self.import_settings = (sys.dont_write_bytecode, list(sys.path_hooks))
+        self.coroutine_settings = (sys.get_asyncgen_hooks(), sys.get_coroutine_origin_tracking_depth())
         self.trace = (sys.gettrace(), sys.getprofile())
         self.limits = (sys.getrecursionlimit(), sys.get_int_max_str_digits(), sys.getswitchinterval())
         self.decimal = decimal.getcontext().copy()
@@ -141,6 +244,8 @@ class Baseline:
         for name, part in (
             ("builtins", self._builtins),
             ("unittest.TestCase", self._testcase),
+            ("unittest", self._unittest),
+            ("modules", self._modules),
             ("environment", self._environment),
             ("interpreter", self._interpreter),
             ("decimal", self._decimal),
@@ -149,12 +254,28 @@ class Baseline:
             ("process", self._process),
             ("signals", self._signals),
             ("random", self._random),
+            ("codecs", self._codecs),
+            ("faulthandler", self._faulthandler),
         ):
             try:
                 part()
             except Exception:  # noqa: BLE001 - whatever the tests left, the runner must still answer
                 failed.append(name)
-        return failed
+        return failed + self.unrestorable()
+
+    def unrestorable(self) -> list[str]:
+        """What a job left that cannot be taken back in this process (the runner is replaced before the next job):
+        a thread still running (it would go on acting during later jobs), a descriptor left open below the lowest
+        one free at the start (one job's open file for the next job's tests to read; and, job after job, the
+        runner's descriptor limit), an exit callback (the tests' code, run when the runner ends)."""
+        left = []
+        if threading.active_count() > self.threads:
+            left.append("a thread its tests started")
+        if _lowest_free_descriptor() != self.descriptor:
+            left.append("a descriptor its tests left open")
+        if atexit._ncallbacks() != self.exit_callbacks:
+            left.append("an exit callback its tests registered")
+        return left
 
     def _builtins(self) -> None:
         current = vars(builtins)
@@ -170,6 +291,50 @@ class Baseline:
                 lambda name, value: setattr(unittest.TestCase, name, value),
                 lambda name: delattr(unittest.TestCase, name),
             )
+
+    def _unittest(self) -> None:
+        for cls, saved in self.unittest_classes.items():
+            if cls is not unittest.TestCase and vars(cls) != saved:
+                _restore_namespace(
+                    dict(vars(cls)),
+                    saved,
+                    lambda name, value, cls=cls: setattr(cls, name, value),
+                    lambda name, cls=cls: delattr(cls, name),
+                )
+        loader = vars(unittest.defaultTestLoader)
+        if loader != self.default_loader:
+            _restore_namespace(dict(loader), self.default_loader, loader.__setitem__, loader.__delitem__)
+
+    def _modules(self) -> None:
+        """Module attributes a job rebound, put back (:class:`_WatchedModule`); sys.modules as the runner had it
+        (an entry a job replaced, restored; one it put there by hand, ``sys.modules["helpers"] = fake``, removed),
+        keeping what the job imported (importing again each job would cost its time, and a fresh interpreter would
+        import the same), with those modules watched from now on. About as many dictionary look-ups as modules
+        loaded, each job."""
+        _restore_rebound()
+        modules = sys.modules
+        for name, module in self.modules.items():
+            if modules.get(name) is not module:
+                modules[name] = module
+        if len(modules) != self.module_count:
+            added = {name: module for name, module in modules.items() if name not in self.modules}
+            for name, module in added.items():
+                if not _is_imported(module):
+                    del modules[name]
+                    added.pop(name)
+            self.modules.update(added)
+            _watch_modules(added)
+            self.module_count = len(modules)
+
+    def _codecs(self) -> None:
+        for name, handler in self.codec_errors.items():
+            if codecs.lookup_error(name) is not handler:
+                codecs.register_error(name, handler)
+
+    def _faulthandler(self) -> None:
+        faulthandler.cancel_dump_traceback_later()
+        if faulthandler.is_enabled() != self.faulthandler:
+            faulthandler.disable()
 
     def _environment(self) -> None:
         if _environ_data() != self.environ_data:
@@ -192,7 +357,17 @@ class Baseline:
         if sys.meta_path != self.meta_path:
             sys.meta_path[:] = self.meta_path
         sys.stdin, sys.stdout, sys.stderr = self.streams
-        sys.displayhook, sys.excepthook, sys.breakpointhook = self.hooks
+        sys.displayhook, sys.excepthook, sys.breakpointhook, sys.unraisablehook = self.hooks
+        dont_write_bytecode, path_hooks = self.import_settings
+        sys.dont_write_bytecode = dont_write_bytecode
+        if sys.path_hooks != path_hooks:
+            sys.path_hooks[:] = path_hooks
+            sys.path_importer_cache.clear()
+        asyncgen_hooks, origin_depth = self.coroutine_settings
+        if sys.get_asyncgen_hooks() != asyncgen_hooks:
+            sys.set_asyncgen_hooks(*asyncgen_hooks)
+        if sys.get_coroutine_origin_tracking_depth() != origin_depth:
+            sys.set_coroutine_origin_tracking_depth(origin_depth)
         if (sys.gettrace(), sys.getprofile()) != self.trace:
             sys.settrace(self.trace[0])
             sys.setprofile(self.trace[1])

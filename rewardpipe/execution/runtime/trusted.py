@@ -2597,7 +2597,8 @@ def _mark_calls(
     for name in names:
         original = getattr(module, name, None)
         if original is not None and not getattr(original, "_rp_watched", False):
-            setattr(module, name, _marking(original, flag, when))
+            # (into the module's namespace: a wrapper for the runner's life, not a job's change to put back)
+            vars(module)[name] = _marking(original, flag, when)
 
 
 def _marking(original: Callable, flag: list[bool], when: Callable[[tuple], bool] | None) -> Callable:

@@ -1,0 +1,103 @@
+"""Round thirty-five, the sandbox: what one job's hidden tests leave in the long-lived trusted runner for the next.
+
+Each test runs two jobs in a row on one worker (``workers=1``): the first job's tests (which pass) change a piece of
+the runner's process state, and the second job's verdict is the one that would differ if that change reached it.
+In one process every task's tests start in an interpreter of their own, so the second verdict must be what it is
+there.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rewardpipe.execution import ExecutionStatus
+from tests.security import test_round_thirtyfour_sandbox_followups as followups
+
+one_worker = followups.one_worker
+IDENTITY = "def f(n):\n    return n\n"
+HEADER = "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+
+
+def _tests(top: str, body: str) -> str:
+    return top + HEADER + body
+
+
+def _second(executor, first_top: str, second_top: str, body: str, code: str = IDENTITY):
+    first = _tests(first_top, "        self.assertEqual(f(1), 1)\n")
+    return followups._after(executor, code, first, _tests(second_top, body))
+
+
+# Each case: what the first job's tests do at module level (without mock's undo), what the second job's tests import,
+# and the second job's test body, which passes in a fresh interpreter.
+LEFT_BEHIND = {
+    # A standard module's attribute rebound or deleted: it stayed so for every later job of the runner, whose tests
+    # then compared the model's right answer with what the changed module computed.
+    "module attributes": (
+        "import string, unittest.util\nstring.ascii_lowercase = 'xyz'\ndel string.capwords\n"
+        "unittest.util._MAX_LENGTH = 5\n",
+        "import string, unittest.util\n",
+        "        self.assertEqual(f('abc'), string.ascii_lowercase[:3])\n"
+        "        self.assertEqual(string.capwords('a b'), 'A B')\n"
+        "        self.assertEqual(unittest.util._MAX_LENGTH, 80)\n",
+    ),
+    # A stand-in put where an import finds it (``sys.modules["json"] = fake``, a helper module made by hand) answered
+    # the next job's ``import json``.
+    "modules put in sys.modules by hand": (
+        "import sys, types\nfake = types.ModuleType('json')\nfake.dumps = lambda value: 'faked'\n"
+        "sys.modules['json'] = fake\nsys.modules['rp_helpers'] = types.ModuleType('rp_helpers')\n",
+        "import json, sys\n",
+        "        self.assertEqual(json.dumps(f(1)), '1')\n        self.assertNotIn('rp_helpers', sys.modules)\n",
+    ),
+    "interpreter hooks and codec error handlers": (
+        "import codecs, faulthandler, sys, threading\ncodecs.register_error('strict', codecs.ignore_errors)\n"
+        "faulthandler.enable()\nsys.unraisablehook = print\nthreading.excepthook = print\n"
+        "sys.set_coroutine_origin_tracking_depth(7)\n",
+        "import codecs, faulthandler, sys, threading\n",
+        "        with self.assertRaises(UnicodeDecodeError):\n            f(b'\\xff').decode('utf-8')\n"
+        "        self.assertFalse(faulthandler.is_enabled())\n        self.assertIsNot(sys.unraisablehook, print)\n"
+        "        self.assertIsNot(threading.excepthook, print)\n"
+        "        self.assertEqual(sys.get_coroutine_origin_tracking_depth(), 0)\n",
+    ),
+    # What cannot be taken back in the process has the runner replaced before the next job: a thread still running, a
+    # descriptor left open (on a file holding what the first job's model returned, removed from the directory when
+    # the job ended but readable through the descriptor).
+    "a thread and a descriptor": (
+        "import os, threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "with open('rp_kept.txt', 'w') as out:\n    out.write('rp-answer-' + str(f(41)))\n"
+        "KEPT = os.open('rp_kept.txt', os.O_RDONLY)\n",
+        "import os, threading\n",
+        "        found = []\n        for fd in range(3, 256):\n"
+        "            try:\n                found.append(os.pread(fd, 64, 0))\n"
+        "            except OSError:\n                pass\n"
+        "        self.assertFalse([text for text in found if b'rp-answer-' in text])\n"
+        "        self.assertEqual(threading.active_count(), 1)\n        self.assertEqual(f(2), 2)\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LEFT_BEHIND))
+def test_what_a_jobs_tests_leave_never_reaches_the_next_jobs_verdict(one_worker, case):
+    first_top, second_top, body = LEFT_BEHIND[case]
+    second = _second(one_worker, first_top, second_top, body)
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
+def test_the_runners_own_loader_is_back_after_tests_change_its_prefix(one_worker):
+    # Before: every later job of the runner (a right answer too) was an error, "the loader found 0" tests.
+    changing = (
+        "import unittest\nunittest.TestLoader.testMethodPrefix = 'check'\n"
+        "unittest.defaultTestLoader.testMethodPrefix = 'check'\n"
+    )
+    first = _tests(changing, "        self.assertEqual(f(1), 1)\n    check_a = test_a\n")
+    second = followups._after(one_worker, IDENTITY, first, _tests("", "        self.assertEqual(f(2), 2)\n"))
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
+def test_a_job_that_leaves_nothing_to_undo_keeps_its_runner(one_worker):
+    # Replacing the runner is for what cannot be undone: a job whose tests only ran (and added a name of their own to
+    # a module, which is left) must not have it replaced, or every job would pay a runner's start. The second job
+    # sees the name only in the same runner.
+    marking = "import json\njson.rp_same_runner = True\n"
+    body = "        import json\n        self.assertTrue(getattr(json, 'rp_same_runner', False))\n"
+    second = _second(one_worker, marking, "", body)
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
