@@ -12,6 +12,9 @@ import pytest
 
 from rewardpipe.execution import ExecutionStatus
 from tests.security import test_round_thirtyfour_sandbox_followups as followups
+from tests.security import test_round_thirtyone_sandbox as thirtyone
+
+executor = thirtyone.executor
 
 one_worker = followups.one_worker
 IDENTITY = "def f(n):\n    return n\n"
@@ -101,3 +104,48 @@ def test_a_job_that_leaves_nothing_to_undo_keeps_its_runner(one_worker):
     body = "        import json\n        self.assertTrue(getattr(json, 'rp_same_runner', False))\n"
     second = _second(one_worker, marking, "", body)
     assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
+# --- typing.get_type_hints of the model's code written with ``from __future__ import annotations`` --------------------
+# Every annotation is then text, which get_type_hints evaluates: in the trusted runner that was text the model chose
+# (the loud error naming the in-process fallback, for a right answer). It is worked out in the model's process, in the
+# model's namespace, and its answer crosses back.
+STRING_ANNOTATIONS = """
+from __future__ import annotations
+import dataclasses
+from typing import Optional
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: list[float]
+
+def f(a: int, b: Optional[str] = None, *rest: tuple[int, ...]) -> dict[str, list[int]]:
+    return {}
+"""
+HINTS_READ = (
+    "        import typing\n"
+    "        self.assertEqual(typing.get_type_hints(f), "
+    "{'a': int, 'b': typing.Optional[str], 'rest': tuple[int, ...], 'return': dict[str, list[int]]})\n"
+    "        self.assertEqual(typing.get_type_hints(Point), {'x': int, 'y': list[float]})\n"
+    "        self.assertEqual(f.__annotations__['a'], 'int')\n"
+)
+
+
+def test_string_annotations_of_the_models_code_resolve_as_in_one_process(executor):
+    result = thirtyone._run(executor, "hints", STRING_ANNOTATIONS, _tests("", HINTS_READ), entry_point="f")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+def test_a_wrong_string_annotation_still_fails(executor):
+    code = STRING_ANNOTATIONS.replace("a: int", "a: float")
+    result = thirtyone._run(executor, "wrong hints", code, _tests("", HINTS_READ), entry_point="f")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+
+
+def test_an_annotation_naming_nothing_is_the_models_name_error(executor):
+    # (as in one process: get_type_hints raises NameError for a name the model's module never bound)
+    code = STRING_ANNOTATIONS.replace("a: int", "a: Missing")
+    body = "        import typing\n        with self.assertRaises(NameError):\n            typing.get_type_hints(f)\n"
+    result = thirtyone._run(executor, "unbound hint", code, _tests("", body), entry_point="f")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)

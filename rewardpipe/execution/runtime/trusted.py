@@ -2187,10 +2187,31 @@ def _bound_failure_diffs() -> None:
     setattr(unittest.case, "pprint", types.SimpleNamespace(**{**vars(pprint), "pformat": _bounded_pformat}))  # noqa: B010
 
 
+def _type_hints_where_they_were_written() -> None:
+    """``typing.get_type_hints`` of a model's function or class is worked out in the model's process, in its own
+    namespace, and its answer crosses back (round thirty-five). With ``from __future__ import annotations`` in the
+    model's code every annotation is text, which get_type_hints evaluates: here that was text the model chose run in
+    the trusted runner (the loud error naming the in-process fallback), and the names it reads (the model's classes,
+    its imports) are the model's anyway. With a namespace of the tests' (``globalns``/``localns``) it runs here, as
+    before."""
+    import typing
+
+    original = typing.get_type_hints
+
+    def get_type_hints(obj, globalns=None, localns=None, include_extras=False):
+        if issubclass(type(obj), Remote) and globalns is None and localns is None:
+            return Remote._rp(obj, "type_hints", extras=include_extras is True)
+        return original(obj, globalns, localns, include_extras)
+
+    functools.update_wrapper(get_type_hints, original)
+    setattr(typing, "get_type_hints", get_type_hints)  # noqa: B010 - (for the runner's life)
+
+
 def _prepare_runner() -> None:
     sys.meta_path.insert(0, _ModelModuleGuard())
     sys.addaudithook(_guard_text_runs)
     _bound_failure_diffs()
+    _type_hints_where_they_were_written()
     # What is replayed from the model's process (warnings, log records, stderr) is for the tests' own
     # capture only: uncaptured, it goes nowhere rather than into the fork server's log.
     logging.root.addHandler(logging.NullHandler())

@@ -819,6 +819,12 @@ class Server:
             value = getattr(target, str(request["name"]))
             fresh = []
             return self._linked({"ok": self._encode(value)}, value, fresh)
+        if op == "type_hints":  # (typing.get_type_hints of the model's object, resolved in its own namespace)
+            import typing
+
+            value = typing.get_type_hints(target, include_extras=request.get("extras") is True)
+            fresh = []
+            return self._linked({"ok": self._encode(value)}, value, fresh)
         if op == "setattr":
             return self._store(request, lambda value: setattr(target, str(request["name"]), value))
         if op == "delattr":
