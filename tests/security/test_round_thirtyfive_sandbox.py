@@ -149,3 +149,61 @@ def test_an_annotation_naming_nothing_is_the_models_name_error(executor):
     body = "        import typing\n        with self.assertRaises(NameError):\n            typing.get_type_hints(f)\n"
     result = thirtyone._run(executor, "unbound hint", code, _tests("", body), entry_point="f")
     assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+# --- a model class's __bases__, __mro__ and __base__ ---------------------------------------------------------------
+# They were the stub's own (the nearest standard base, or ``(object,)``), so tests reading a class's ancestry failed a
+# right answer: ``Child.__mro__[1]`` was an IndexError, ``Child.__bases__[0] is Base`` False.
+CLASSES = """
+import collections
+
+class Base:
+    pass
+
+class Mixin:
+    pass
+
+class Child(Base, Mixin):
+    pass
+
+class Counter(collections.Counter):
+    pass
+
+class Table(dict):
+    pass
+
+def f(x):
+    return x
+"""
+ANCESTRY_READ = (
+    "        self.assertEqual([c.__name__ for c in Child.__mro__], ['Child', 'Base', 'Mixin', 'object'])\n"
+    "        self.assertEqual(Child.__bases__, (Base, Mixin))\n"
+    "        self.assertIs(Child.__mro__[0], Child)\n        self.assertIs(Child.__base__, Base)\n"
+    "        self.assertIs(Child.__mro__[-1], object)\n"
+    "        self.assertEqual(inspect.getmro(Child), Child.__mro__)\n"
+    "        self.assertIn(collections.Counter, Counter.__mro__)\n        self.assertIs(Table.__base__, dict)\n"
+    "        self.assertTrue(issubclass(Child, Mixin))\n        self.assertTrue(issubclass(Table, dict))\n"
+    "        self.assertTrue(issubclass(Counter, collections.Counter))\n"
+    "        self.assertFalse(issubclass(Base, Child))\n        self.assertEqual(f(1), 1)\n"
+)
+ANCESTRY_TESTS = _tests("import collections, inspect\n", ANCESTRY_READ)
+
+
+def test_a_model_classs_ancestry_reads_as_in_one_process(executor):
+    result = thirtyone._run(executor, "ancestry", CLASSES, ANCESTRY_TESTS, entry_point="f")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+def test_a_wrong_ancestry_still_fails(executor):
+    code = CLASSES.replace("class Child(Base, Mixin):", "class Child(Mixin, Base):")
+    result = thirtyone._run(executor, "wrong ancestry", code, ANCESTRY_TESTS, "f")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+
+
+def test_a_model_class_deriving_from_unittests_is_never_a_testcase_to_the_loader(executor):
+    # (round fifteen's rule for the stub's own bases, kept for the model's: the loader would run its stub as tests)
+    code = "import unittest\n\nclass Sneaky(unittest.TestCase):\n    def test_x(self):\n        pass\n\n" + CLASSES
+    body = "        self.assertEqual(Sneaky.__mro__[0], Sneaky)\n        self.assertEqual(f(1), 1)\n"
+    result = thirtyone._run(executor, "unittest base", code, _tests("", body), entry_point="f")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+    assert (result.passed, result.total) == (1, 1), result

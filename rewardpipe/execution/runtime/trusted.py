@@ -10,6 +10,7 @@ is always unequal, so an object whose ``__eq__`` always says True gains nothing.
 
 from __future__ import annotations
 
+import abc
 import array
 import ast
 import builtins
@@ -124,6 +125,8 @@ class Connection:
         # exception class returned as a value, rebuilt here): passed back to its code, they are that object again.
         self.stood_for: dict[int, tuple[object, int]] = {}
         self.dataclass_shapes: set[tuple[str, ...]] = set()  # field names of the dataclasses described (bounded)
+        # (handle, "bases" / "mro" / "base") -> a model class's ancestry as the tests see it (see _model_ancestry)
+        self.ancestries: dict[tuple[int, str], tuple] = {}
         # One request at a time on the channel, whichever thread of the tests makes it: tests that call the model
         # from a thread pool interleaved their frames (replies to the wrong call, a "frame of 2 GB", a verdict
         # that changed from run to run). Reentrant: handling a reply may run the tests' code, which may call again.
@@ -402,7 +405,18 @@ class Connection:
             return None
         base = _standard_class(described[4])
         instances = _stub_class(described[3] & wire.PROTOCOL_MASK)
-        return (base is not None and issubclass(base, cls)) or (cls is not Remote and issubclass(instances, cls))
+        if (base is not None and issubclass(base, cls)) or (cls is not Remote and issubclass(instances, cls)):
+            return True
+        # Round thirty-five: a standard class in its MRO that the description's nearest base leaves out (a built-in
+        # container's subclass, ``collections.Counter``'s: issubclass(Table, dict) was False for a right answer). Not
+        # for an ABC, which the protocol methods above answer (a model class may undo what its standard base has:
+        # ``__hash__ = None``), nor through a stub of the model's (no class here) or ``object``.
+        if isinstance(cls, abc.ABCMeta):
+            return False
+        return any(
+            issubclass(type(ancestor), type) and ancestor is not object and issubclass(ancestor, cls)
+            for ancestor in _model_ancestry(stub, "mro", ())
+        )
 
     def replay(self, effects) -> None:
         """Re-issue, here, what the model's code printed, warned and logged while serving the request, so
@@ -1588,8 +1602,9 @@ def _stub_class(
         # read of a class then: its bases and MRO, and an ``__init__`` with the class's signature (plus ``self``).
         # The MRO leaves the class itself out: mock reads ``klass.__dict__.get(name, DEFAULT)`` along it, which for the
         # model's class would send mock's sentinel to the model's process (an error naming the fallback).
-        namespace["__bases__"] = property(lambda _self: bases)
-        namespace["__mro__"] = property(lambda _self: bases)
+        namespace["__bases__"] = property(lambda self: _model_ancestry(self, "bases", bases))
+        namespace["__base__"] = property(lambda self: _model_ancestry(self, "base", bases)[0])
+        namespace["__mro__"] = property(lambda self: _mro_as_read(self, bases))
         namespace["__init__"] = property(_Initializer)
     if fields is not None:
         namespace["__dataclass_fields__"] = fields
@@ -1597,6 +1612,79 @@ def _stub_class(
     if len(_STUB_CLASSES) < MAX_STUB_CLASSES:
         _STUB_CLASSES[key] = made
     return made
+
+
+def _model_ancestry(stub, which: str, standard: tuple) -> tuple:
+    """A model class's ``__bases__`` (``which`` "bases"), ``__mro__`` ("mro") or ``__base__`` ("base", a 1-tuple) as in
+    one process (round thirty-five: they were the stub's own, ``(object,)`` or the nearest standard base, so
+    ``Child.__mro__[1].__name__ == "Base"`` failed a right answer): the model's classes as their stubs, a class of the
+    standard library or a built-in as itself (:func:`_ancestor_named`; a class of unittest's never: the loader would
+    take the stub for a TestCase, round fifteen). Asked once per class a job (the model's process reads the type's
+    own slot, which no metaclass of the model's overrides); a reply that is not such a list falls back to
+    ``standard``, the nearest standard base, as before, so that issubclass, which walks ``__bases__`` (unittest's
+    loader asks it of every class the model's code exports), never becomes an error the model chose."""
+    conn = Remote._rp_connection(stub)
+    key = (object.__getattribute__(stub, "_rp_handle"), which)
+    found = conn.ancestries.get(key)
+    if found is not None:
+        return found
+    try:
+        entries = Remote._rp(stub, "ancestry", which=which)
+    except Exception:  # noqa: BLE001 - (the model's class, its answer: what issubclass saw before)
+        entries = None
+    if type(entries) is not list or not entries or len(entries) > MAX_ANCESTRY:
+        found = standard
+    else:
+        found = tuple(_ancestor(entry) for entry in entries)
+        if any(ancestor is None for ancestor in found):
+            found = standard
+    conn.ancestries[key] = found
+    return found
+
+
+MAX_ANCESTRY = 64  # classes in a model class's MRO the tests are told of (beyond: the nearest standard base)
+
+
+def _ancestor(entry) -> object | None:
+    """One class of a model class's ancestry from ``[name or None, class]``: the standard class named, or the stub."""
+    if type(entry) is not list or len(entry) != 2:
+        return None
+    name, cls = entry
+    if name is not None:
+        return _ancestor_named(name) or (cls if isinstance(cls, Remote) else None)
+    return cls if isinstance(cls, (Remote, type)) else None
+
+
+def _ancestor_named(reference) -> type | None:
+    """The built-in or standard-library class ``[module, qualname]`` names, loaded here (looked up, never imported),
+    unless unittest's (or derived from one of unittest's classes)."""
+    if type(reference) is not list or len(reference) != 2 or not all(type(part) is str for part in reference):
+        return None
+    module, qualname = reference
+    if module.partition(".")[0] not in sys.stdlib_module_names or module.partition(".")[0] == "unittest":
+        return None
+    found = sys.modules.get(module)
+    for part in qualname.split(".")[:8]:
+        found = vars(found).get(part) if hasattr(found, "__dict__") else None
+    if not isinstance(found, type) or found.__module__ != module or found.__qualname__ != qualname:
+        return None
+    if any(klass.__module__.partition(".")[0] == "unittest" for klass in found.__mro__):
+        return None
+    return found
+
+
+def _mro_as_read(stub, standard: tuple) -> tuple:
+    """``Cls.__mro__`` for the tests' own code: the model class's (:func:`_model_ancestry`). For the standard
+    library's readers, ``standard`` (the nearest standard base), as before: mock's autospec reads
+    ``klass.__dict__.get(name, DEFAULT)`` along the MRO, which for the model's class would send mock's sentinel to
+    the model's process (the loud fallback error), and without it answers as for a class of no methods of its own."""
+    reader = sys._getframe(2)  # (past the stub class's property)
+    inspect = sys.modules.get("inspect")  # (inspect.getmro(Cls) called by the tests is their read too)
+    if inspect is not None and reader.f_code is getattr(inspect.getmro, "__code__", None) and reader.f_back:
+        reader = reader.f_back
+    if reader.f_globals.get("__name__") != "hidden_tests":
+        return standard
+    return _model_ancestry(stub, "mro", standard)
 
 
 def _standard_class(reference, metaclass: bool = False) -> type | None:

@@ -819,6 +819,14 @@ class Server:
             value = getattr(target, str(request["name"]))
             fresh = []
             return self._linked({"ok": self._encode(value)}, value, fresh)
+        if op == "ancestry":  # a class's __bases__, __mro__ or __base__: see trusted._model_ancestry
+            which = {"bases": "__bases__", "mro": "__mro__", "base": "__base__"}[str(request.get("which"))]
+            if not isinstance(target, type):
+                raise TypeError("only a class has an ancestry")
+            found = vars(type)[which].__get__(target)  # (the type's own slot: no metaclass of the model's answers it)
+            classes = found if isinstance(found, tuple) else (found,)
+            named = [[None if klass.__module__ == "solution" else _class_name(klass), klass] for klass in classes]
+            return {"ok": self._encode(named)}
         if op == "type_hints":  # (typing.get_type_hints of the model's object, resolved in its own namespace)
             import typing
 
