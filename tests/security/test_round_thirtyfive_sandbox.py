@@ -8,6 +8,10 @@ there.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+
 import pytest
 
 from rewardpipe.execution import ExecutionStatus
@@ -75,7 +79,28 @@ LEFT_BEHIND = {
         "        self.assertFalse([text for text in found if b'rp-answer-' in text])\n"
         "        self.assertEqual(threading.active_count(), 1)\n        self.assertEqual(f(2), 2)\n",
     ),
+    # A path written outside the runner's own directories (``/tmp``: the fork server's private one, or the host's on
+    # Lambda) outlived the job: the next job's tests found the last answer there, and their own ``os.mkdir`` of the
+    # same name failed.
+    "files at absolute paths": (
+        "import os\nos.makedirs('/tmp/rp35-made/sub')\n"
+        "with open('/tmp/rp35-answer.txt', 'w') as out:\n    out.write(str(f(41)))\n"
+        "os.rename('/tmp/rp35-answer.txt', '/tmp/rp35-renamed.txt')\n",
+        "import os\n",
+        "        self.assertFalse(os.path.exists('/tmp/rp35-renamed.txt'))\n"
+        "        os.mkdir('/tmp/rp35-made')\n        self.assertEqual(f(2), 2)\n",
+    ),
 }
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers_on_this_host():
+    # (on Lambda's mode the runner's /tmp is this host's: what a failing run left there, removed)
+    yield
+    shutil.rmtree("/tmp/rp35-made", ignore_errors=True)
+    for name in ("/tmp/rp35-answer.txt", "/tmp/rp35-renamed.txt"):
+        with contextlib.suppress(OSError):
+            os.unlink(name)
 
 
 @pytest.mark.parametrize("case", sorted(LEFT_BEHIND))

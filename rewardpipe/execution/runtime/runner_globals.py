@@ -130,6 +130,54 @@ def _lowest_free_descriptor() -> int:
     return fd
 
 
+# Audit events by which code creates a path: its new name is the argument at this index (``open`` with O_CREAT only).
+CREATING_EVENTS = {"open": 0, "os.mkdir": 0, "os.rename": 1, "os.replace": 1, "os.symlink": 1, "os.link": 1}
+MAX_CREATED_PATHS = 4096  # paths one job's tests create that are noted for removal (beyond: the runner is replaced)
+
+
+class CreatedPaths:
+    """Files and directories a job's tests create outside the runner's own directories (``/tmp/out.json``, a
+    directory of fixtures at an absolute path), removed when the job ends. Round thirty-five: the runner's own
+    directories were emptied after every job, but a path the tests wrote elsewhere (the fork server's ``/tmp``, the
+    host's on Lambda) outlived the job: the next job's tests (any task's) found it, and an ``os.mkdir`` of the same
+    name failed the next rollout's right answer; where the tests wrote the model's answer there, the next job read
+    it. Noted from the audit events that create a path (a path that existed before is not the job's, and is left);
+    each costs one ``lstat`` of a path the tests create, nothing for any other event."""
+
+    def __init__(self, own: tuple[str, ...]):
+        self.own = tuple(os.path.join(path, "") for path in own)
+        self.paths: list[str] = []
+        self.overflowed = False
+        self.active = False
+
+    def note(self, event: str, args: tuple) -> None:
+        if not self.active:
+            return
+        if event == "open" and not (len(args) > 2 and type(args[2]) is int and args[2] & os.O_CREAT):
+            return
+        try:
+            path = os.path.abspath(os.fsdecode(args[CREATING_EVENTS[event]]))
+        except (TypeError, ValueError, IndexError):  # (a descriptor, a path relative to a dir_fd: not a name here)
+            return
+        if path.startswith(self.own) or os.path.lexists(path):
+            return
+        if len(self.paths) >= MAX_CREATED_PATHS:
+            self.overflowed = True
+            return
+        self.paths.append(path)
+
+    def remove(self) -> str | None:
+        """Remove what the job created (newest first); what could not be, for the runner's reply."""
+        from . import layers
+
+        paths, self.paths = self.paths, []
+        overflowed, self.overflowed = self.overflowed, False
+        left = [path for path in reversed(paths) if os.path.lexists(path) and not layers.remove_tree(path)]
+        if left or overflowed:
+            return "files its tests created outside its directories"
+        return None
+
+
 def _logger_state(logger: logging.Logger) -> tuple:
     return (logger.level, logger.disabled, logger.propagate, tuple(logger.handlers), tuple(logger.filters))
 

@@ -1602,9 +1602,9 @@ def _stub_class(
         # read of a class then: its bases and MRO, and an ``__init__`` with the class's signature (plus ``self``).
         # The MRO leaves the class itself out: mock reads ``klass.__dict__.get(name, DEFAULT)`` along it, which for the
         # model's class would send mock's sentinel to the model's process (an error naming the fallback).
-        namespace["__bases__"] = property(lambda self: _model_ancestry(self, "bases", bases))
-        namespace["__base__"] = property(lambda self: _model_ancestry(self, "base", bases)[0])
-        namespace["__mro__"] = property(lambda self: _mro_as_read(self, bases))
+        namespace["__bases__"] = property(lambda self: _ancestry_as_read(self, "bases", bases))
+        namespace["__base__"] = property(lambda self: _ancestry_as_read(self, "base", bases)[0])
+        namespace["__mro__"] = property(lambda self: _ancestry_as_read(self, "mro", bases))
         namespace["__init__"] = property(_Initializer)
     if fields is not None:
         namespace["__dataclass_fields__"] = fields
@@ -1673,18 +1673,20 @@ def _ancestor_named(reference) -> type | None:
     return found
 
 
-def _mro_as_read(stub, standard: tuple) -> tuple:
-    """``Cls.__mro__`` for the tests' own code: the model class's (:func:`_model_ancestry`). For the standard
-    library's readers, ``standard`` (the nearest standard base), as before: mock's autospec reads
-    ``klass.__dict__.get(name, DEFAULT)`` along the MRO, which for the model's class would send mock's sentinel to
-    the model's process (the loud fallback error), and without it answers as for a class of no methods of its own."""
+def _ancestry_as_read(stub, which: str, standard: tuple) -> tuple:
+    """A model class's ``__bases__``, ``__base__`` or ``__mro__`` read by the tests' own code (``issubclass`` they call
+    included, and ``inspect.getmro``): the model class's (:func:`_model_ancestry`). Read by the standard library,
+    ``standard`` (the nearest standard base), as before: mock's autospec reads ``klass.__dict__.get(name, DEFAULT)``
+    along the MRO, which for the model's class would send mock's sentinel to the model's process (the loud fallback
+    error); unittest's loader asks ``issubclass(Cls, TestCase)`` of every class the model exports, which the nearest
+    standard base answers without a request to the model's process each job."""
     reader = sys._getframe(2)  # (past the stub class's property)
-    inspect = sys.modules.get("inspect")  # (inspect.getmro(Cls) called by the tests is their read too)
+    inspect = sys.modules.get("inspect")
     if inspect is not None and reader.f_code is getattr(inspect.getmro, "__code__", None) and reader.f_back:
         reader = reader.f_back
-    if reader.f_globals.get("__name__") != "hidden_tests":
+    if reader.f_globals.get("__name__") != _TESTS_MODULE:
         return standard
-    return _model_ancestry(stub, "mro", standard)
+    return _model_ancestry(stub, which, standard)
 
 
 def _standard_class(reference, metaclass: bool = False) -> type | None:
@@ -2146,6 +2148,8 @@ _TEXT_RUN_REFUSED = (
 
 def _guard_text_runs(event: str, args: tuple) -> None:
     if event not in _TEXT_RUN_EVENTS:
+        if event in runner_globals.CREATING_EVENTS and CREATED[0] is not None:
+            CREATED[0].note(event, args)
         return
     conn = _ACTIVE[0]
     if conn is None:  # (between jobs: the runner's own work)
@@ -2327,6 +2331,7 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
     except OSError:  # (as before round thirty-four: where the fork server works)
         own = None
     baseline = BASELINE[0] = runner_globals.Baseline()
+    created = CREATED[0] = runner_globals.CreatedPaths((own.work, own.tmp) if own is not None else ())
     channel = socket.socket(fileno=sock_fd)
     while True:
         message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
@@ -2339,7 +2344,11 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
         try:
             header = json.loads(message)
             t_write, t_read, tests_fd, verdict_fd = fds
-            verdict = run(t_write, t_read, tests_fd, verdict_fd, header)
+            created.active = True
+            try:
+                verdict = run(t_write, t_read, tests_fd, verdict_fd, header)
+            finally:
+                created.active = False
             # Whether to wait for the model's process to report how it ended (it died on its own), or to
             # kill it at once (the tests are done with it).
             reply["model_died"] = verdict.get("model_died") is True
@@ -2352,8 +2361,7 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
             # cannot be has this runner replaced first (see runner_globals).
             left = own.empty() if own is not None else None  # (first: restoring returns to its directory)
             unrestored = baseline.restore()
-            if left:
-                unrestored = [*unrestored, left]
+            unrestored.extend(part for part in (left, created.remove()) if part)
             _forget_what_the_job_cached()
             _collect_what_the_job_left()
             if MODEL_IMPORTED:
@@ -2369,6 +2377,9 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
         channel.send(json.dumps(reply).encode())
         if reply.get("tampered"):
             return
+
+
+CREATED: list[runner_globals.CreatedPaths | None] = [None]  # what this runner's current job creates (serve_jobs)
 
 
 class OwnDirectories:
