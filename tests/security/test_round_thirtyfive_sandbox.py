@@ -110,6 +110,17 @@ def test_what_a_jobs_tests_leave_never_reaches_the_next_jobs_verdict(one_worker,
     assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
 
 
+def test_a_watched_module_is_a_plain_module_to_the_tests(executor):
+    # (the runner watches its modules through a subclass of the module type; the tests' ``type(m)`` sees the module
+    # type, as in one process)
+    body = (
+        "        import json, types\n        self.assertIs(type(json), types.ModuleType)\n"
+        "        self.assertIs(json.__class__, types.ModuleType)\n        self.assertEqual(f(1), 1)\n"
+    )
+    result = thirtyone._run(executor, "module type", IDENTITY, _tests("", body), entry_point="f")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
 def test_the_runners_own_loader_is_back_after_tests_change_its_prefix(one_worker):
     # Before: every later job of the runner (a right answer too) was an error, "the loader found 0" tests.
     changing = (

@@ -70,7 +70,7 @@ _CODEC_ERROR_HANDLERS = (
 _UNWATCHED_MODULES = frozenset({"sys", "builtins", "__main__", "hidden_tests"})
 
 
-class _WatchedModule(types.ModuleType):
+class WatchedModule(types.ModuleType):
     """A module whose attributes a job's code rebinds or deletes (``json.dumps = fake``, ``del string.capwords``,
     ``unittest.util._MAX_LENGTH = 5``) notes the value it had, for the job's end to put back. Round thirty-five: a
     standard module's attribute a job's tests replaced stayed replaced for every later job of the runner (any task's),
@@ -87,8 +87,9 @@ class _WatchedModule(types.ModuleType):
         super().__delattr__(name)
 
 
-# (what the tests see of type(math), as in one process)
-_WatchedModule.__name__ = _WatchedModule.__qualname__ = "module"
+# (its name and module are the module type's, for what reads them outside the tests' type() and __class__)
+WatchedModule.__name__ = WatchedModule.__qualname__ = "module"
+WatchedModule.__module__ = "builtins"  # (and the tests' own type(m) and m.__class__ are types.ModuleType: trusted.py)
 _REBOUND: dict[tuple[int, str], tuple[types.ModuleType, str, object]] = {}
 
 
@@ -105,7 +106,7 @@ def _watch_modules(modules: dict) -> None:
     for name, module in list(modules.items()):
         if type(module) is types.ModuleType and name not in _UNWATCHED_MODULES and not name.startswith("rewardpipe"):
             try:
-                module.__class__ = _WatchedModule
+                module.__class__ = WatchedModule
             except TypeError:  # (a module that refuses: left unwatched)
                 continue
 
@@ -354,7 +355,7 @@ class Baseline:
             _restore_namespace(dict(loader), self.default_loader, loader.__setitem__, loader.__delitem__)
 
     def _modules(self) -> None:
-        """Module attributes a job rebound, put back (:class:`_WatchedModule`); sys.modules as the runner had it
+        """Module attributes a job rebound, put back (:class:`WatchedModule`); sys.modules as the runner had it
         (an entry a job replaced, restored; one it put there by hand, ``sys.modules["helpers"] = fake``, removed),
         keeping what the job imported (importing again each job would cost its time, and a fresh interpreter would
         import the same), with those modules watched from now on. About as many dictionary look-ups as modules

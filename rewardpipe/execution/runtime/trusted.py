@@ -2930,12 +2930,16 @@ def _kind_check_helpers(conn: Connection) -> dict:
 
     def seen_type(value):
         kind = type(value)
+        if kind is runner_globals.WatchedModule:  # (a module this runner watches: a plain module, as in one process)
+            return types.ModuleType
         return conn.seen_type(value) if issubclass(kind, Remote) else _model_namedtuple(kind) or kind
 
     def seen_class(value):
         if issubclass(type(value), Remote):
             return conn.seen_type(value)
         cls = value.__class__
+        if cls is runner_globals.WatchedModule:
+            return types.ModuleType
         return _model_namedtuple(cls) or cls
 
     def _model_namedtuple(kind):
