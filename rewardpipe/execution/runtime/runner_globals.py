@@ -125,10 +125,21 @@ def _is_imported(module: object) -> bool:
     return isinstance(module, types.ModuleType) and getattr(module, "__spec__", None) is not None
 
 
-def _lowest_free_descriptor() -> int:
-    fd = os.dup(0)
-    os.close(fd)
-    return fd
+DESCRIPTORS_WATCHED = 64  # descriptor numbers compared after each job (a job's own four are closed by then)
+
+
+def _open_descriptors() -> frozenset[int]:
+    """The descriptors open among the first DESCRIPTORS_WATCHED numbers (one fstat each: the runner has no /proc).
+    A descriptor a job leaves open takes the lowest number free, which is among them unless the job holds more than
+    about sixty at once and closes the lower ones first."""
+    found = set()
+    for fd in range(DESCRIPTORS_WATCHED):
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        found.add(fd)
+    return frozenset(found)
 
 
 # Audit events by which code creates a path: its new name is the argument at this index (``open`` with O_CREAT only).
@@ -232,7 +243,7 @@ class Baseline:
         self.codec_errors = {name: codecs.lookup_error(name) for name in _CODEC_ERROR_HANDLERS}
         self.faulthandler = faulthandler.is_enabled()
         self.threads = threading.active_count()
-        self.descriptor = _lowest_free_descriptor()
+        self.descriptors = _open_descriptors()
         self.exit_callbacks = atexit._ncallbacks()
         self.environ = dict(os.environ)
         self.environ_data = dict(_environ_data())
@@ -310,17 +321,18 @@ class Baseline:
                 part()
             except Exception:  # noqa: BLE001 - whatever the tests left, the runner must still answer
                 failed.append(name)
-        return failed + self.unrestorable()
+        return failed
 
     def unrestorable(self) -> list[str]:
-        """What a job left that cannot be taken back in this process (the runner is replaced before the next job):
-        a thread still running (it would go on acting during later jobs), a descriptor left open below the lowest
-        one free at the start (one job's open file for the next job's tests to read; and, job after job, the
-        runner's descriptor limit), an exit callback (the tests' code, run when the runner ends)."""
+        """What a job left that cannot be taken back in this process (the runner is replaced before the next job),
+        asked once what the job left unreferenced has been collected (a file object the tests' module held is closed):
+        a thread still running (it would go on acting during later jobs), a descriptor left open (one job's open file
+        for the next job's tests to read; and, job after job, the runner's descriptor limit), an exit callback (the
+        tests' code, run when the runner ends). DESCRIPTORS_WATCHED fstat calls a job."""
         left = []
         if threading.active_count() > self.threads:
             left.append("a thread its tests started")
-        if _lowest_free_descriptor() != self.descriptor:
+        if _open_descriptors() - self.descriptors:
             left.append("a descriptor its tests left open")
         if atexit._ncallbacks() != self.exit_callbacks:
             left.append("an exit callback its tests registered")

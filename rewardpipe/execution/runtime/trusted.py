@@ -2364,6 +2364,7 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
             unrestored.extend(part for part in (left, created.remove()) if part)
             _forget_what_the_job_cached()
             _collect_what_the_job_left()
+            unrestored.extend(baseline.unrestorable())
             if MODEL_IMPORTED:
                 unrestored = [*unrestored, f"modules imported for the model's code ({', '.join(MODEL_IMPORTED[:5])})"]
                 MODEL_IMPORTED.clear()
