@@ -65,6 +65,18 @@ LEFT_BEHIND = {
         "        self.assertIsNot(threading.excepthook, print)\n"
         "        self.assertEqual(sys.get_coroutine_origin_tracking_depth(), 0)\n",
     ),
+    # A signal blocked by the tests stayed blocked (a later job's SIGALRM timeout never fired), a collector callback
+    # ran in every later job, an event loop policy answered every later job's asyncio.
+    "signal mask, collector callbacks and the event loop policy": (
+        "import asyncio, gc, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+        "gc.callbacks.append(lambda *args: None)\n"
+        "class Policy(asyncio.DefaultEventLoopPolicy):\n    pass\nasyncio.set_event_loop_policy(Policy())\n",
+        "import asyncio, gc, signal\n",
+        "        self.assertEqual(signal.pthread_sigmask(signal.SIG_BLOCK, []), set())\n"
+        "        self.assertEqual(gc.callbacks, [])\n"
+        "        self.assertNotEqual(type(asyncio.get_event_loop_policy()).__name__, 'Policy')\n"
+        "        self.assertEqual(f(2), 2)\n",
+    ),
     # What cannot be taken back in the process has the runner replaced before the next job: a thread still running, a
     # descriptor left open (on a file holding what the first job's model returned, removed from the directory when
     # the job ended but readable through the descriptor).

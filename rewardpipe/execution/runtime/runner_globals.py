@@ -190,6 +190,12 @@ class CreatedPaths:
         return None
 
 
+def _event_loop_policy() -> object:
+    """asyncio's event loop policy as set (None until asyncio makes its default one, or when asyncio is not loaded)."""
+    events = sys.modules.get("asyncio.events")
+    return None if events is None else vars(events).get("_event_loop_policy")
+
+
 def _logger_state(logger: logging.Logger) -> tuple:
     return (logger.level, logger.disabled, logger.propagate, tuple(logger.handlers), tuple(logger.filters))
 
@@ -273,6 +279,9 @@ class Baseline:
         self.locale = locale.setlocale(locale.LC_ALL)
         self.umask = _umask()
         self.signals = {number: signal.getsignal(number) for number in _SIGNALS}
+        self.signal_mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+        self.gc_callbacks = list(gc.callbacks)
+        self.event_loop_policy = _event_loop_policy()
         self.gc = (gc.isenabled(), gc.get_threshold())
 
     def unseen_change(self) -> str | None:
@@ -479,6 +488,13 @@ class Baseline:
             (gc.enable if enabled else gc.disable)()
         if gc.get_threshold() != threshold:
             gc.set_threshold(*threshold)
+        if gc.callbacks != self.gc_callbacks:
+            gc.callbacks[:] = self.gc_callbacks
+        events = sys.modules.get("asyncio.events")
+        if events is not None and _event_loop_policy() is not self.event_loop_policy:
+            # (set_event_loop_policy binds a global of asyncio.events: put back the same way; None is a fresh
+            # interpreter's, which asyncio replaces by its default policy when first asked)
+            vars(events)["_event_loop_policy"] = self.event_loop_policy
 
     @staticmethod
     def _random() -> None:
@@ -494,6 +510,9 @@ class Baseline:
     def _signals(self) -> None:
         for timer in _TIMERS:  # no timer of a job's tests may go off during a later job
             signal.setitimer(timer, 0)
+        # (a signal the tests blocked stays blocked for the thread: a later job's SIGALRM timeout would never fire)
+        if signal.pthread_sigmask(signal.SIG_BLOCK, ()) != self.signal_mask:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.signal_mask)
         for number, handler in self.signals.items():
             if signal.getsignal(number) is not handler and handler is not None:
                 signal.signal(number, handler)
