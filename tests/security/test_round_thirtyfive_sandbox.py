@@ -260,3 +260,42 @@ def test_a_model_class_deriving_from_unittests_is_never_a_testcase_to_the_loader
     result = thirtyone._run(executor, "unittest base", code, _tests("", body), entry_point="f")
     assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
     assert (result.passed, result.total) == (1, 1), result
+
+
+# inspect.get_annotations(f, eval_str=True) of the model's function evaluated the model's annotation text in the trusted
+# runner (with inspect's globals: a stub has no ``__globals__``), which the text-run guard let through as inspect's own
+# code: text the model chose ran beside the verdict.
+PLANTING = """
+def f(a: "__import__('builtins').__dict__.setdefault('RP_PLANTED', 1) and int") -> int:
+    return a
+"""
+
+
+# (without a namespace of the tests', evaluated in the model's process, as in one process: its own builtins; with one,
+# the model's text evaluated here: refused, loudly, as the other text runs are)
+ANNOTATION_CALLS = {
+    "inspect.get_annotations(f, eval_str=True)": ExecutionStatus.PASSED,
+    "inspect.get_annotations(f, globals={}, eval_str=True)": ExecutionStatus.ERROR,
+}
+
+
+@pytest.mark.parametrize("call", sorted(ANNOTATION_CALLS))
+def test_the_models_annotation_text_never_runs_in_the_trusted_runner(executor, call):
+    body = (
+        f"        import builtins, inspect\n        try:\n            {call}\n        except NameError:\n"
+        "            pass\n        self.assertNotIn('RP_PLANTED', vars(builtins))\n"
+    )
+    result = thirtyone._run(executor, "planting", PLANTING, _tests("", body), entry_point="f")
+    assert result.status is ANNOTATION_CALLS[call], (result.status, result.reason)
+    if result.status is ExecutionStatus.ERROR:
+        assert "text that is not their own" in (result.reason or ""), result.reason
+
+
+def test_inspect_get_annotations_of_the_models_code_resolves_as_in_one_process(executor):
+    body = (
+        "        import inspect\n"
+        "        self.assertEqual(inspect.get_annotations(f, eval_str=True)['a'], int)\n"
+        "        self.assertEqual(inspect.get_annotations(f)['a'], 'int')\n"
+    )
+    result = thirtyone._run(executor, "annotations", STRING_ANNOTATIONS, _tests("", body), entry_point="f")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)

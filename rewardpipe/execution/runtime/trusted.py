@@ -40,7 +40,7 @@ import types
 import unittest
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from . import harness, layers, runner_globals, wire
 
@@ -2169,6 +2169,10 @@ def _guard_text_runs(event: str, args: tuple) -> None:
         for text in (frame.f_locals.get("stmt"), frame.f_locals.get("setup"))
     ):
         return
+    _refuse_text_run(conn)
+
+
+def _refuse_text_run(conn: Connection) -> NoReturn:
     if conn.boundary_error is None:
         conn.boundary_error = _TEXT_RUN_REFUSED
     raise RuntimeError(_TEXT_RUN_REFUSED)
@@ -2280,12 +2284,12 @@ def _bound_failure_diffs() -> None:
 
 
 def _type_hints_where_they_were_written() -> None:
-    """``typing.get_type_hints`` of a model's function or class is worked out in the model's process, in its own
-    namespace, and its answer crosses back (round thirty-five). With ``from __future__ import annotations`` in the
-    model's code every annotation is text, which get_type_hints evaluates: here that was text the model chose run in
-    the trusted runner (the loud error naming the in-process fallback), and the names it reads (the model's classes,
-    its imports) are the model's anyway. With a namespace of the tests' (``globalns``/``localns``) it runs here, as
-    before."""
+    """``typing.get_type_hints`` (and ``inspect.get_annotations``) of a model's function or class is worked out in the
+    model's process, in its own namespace, and its answer crosses back (round thirty-five). With ``from __future__
+    import annotations`` in the model's code every annotation is text, which get_type_hints evaluates: here that was
+    text the model chose run in the trusted runner (the loud error naming the in-process fallback), and the names it
+    reads (the model's classes, its imports) are the model's anyway. With a namespace of the tests'
+    (``globalns``/``localns``) it runs here, as before."""
     import typing
 
     original = typing.get_type_hints
@@ -2297,6 +2301,24 @@ def _type_hints_where_they_were_written() -> None:
 
     functools.update_wrapper(get_type_hints, original)
     setattr(typing, "get_type_hints", get_type_hints)  # noqa: B010 - (for the runner's life)
+
+    # inspect.get_annotations(f, eval_str=True) likewise. Round thirty-five: it evaluated the model's annotation text
+    # here, with inspect's globals (a stub has no ``__globals__``), and the text-run guard lets inspect compile (its
+    # text signatures): ``a: "__import__('builtins').__dict__.setdefault(...)"`` ran in the trusted runner.
+    import inspect
+
+    original_annotations = inspect.get_annotations
+
+    def get_annotations(obj, *, globals=None, locals=None, eval_str=False):  # (inspect's signature)
+        if issubclass(type(obj), Remote):
+            if globals is None and locals is None:
+                return Remote._rp(obj, "annotations", eval_str=eval_str is True)
+            if eval_str:  # (the model's text evaluated here, in a namespace of the tests': refused, loudly)
+                _refuse_text_run(Remote._rp_connection(obj))
+        return original_annotations(obj, globals=globals, locals=locals, eval_str=eval_str)
+
+    functools.update_wrapper(get_annotations, original_annotations)
+    setattr(inspect, "get_annotations", get_annotations)  # noqa: B010 - (for the runner's life)
 
 
 def _prepare_runner() -> None:

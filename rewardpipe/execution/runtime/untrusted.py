@@ -833,6 +833,12 @@ class Server:
             value = typing.get_type_hints(target, include_extras=request.get("extras") is True)
             fresh = []
             return self._linked({"ok": self._encode(value)}, value, fresh)
+        if op == "annotations":  # (inspect.get_annotations of the model's object, evaluated in its own namespace)
+            import inspect
+
+            value = inspect.get_annotations(target, eval_str=request.get("eval_str") is True)
+            fresh = []
+            return self._linked({"ok": self._encode(value)}, value, fresh)
         if op == "setattr":
             return self._store(request, lambda value: setattr(target, str(request["name"]), value))
         if op == "delattr":
