@@ -296,6 +296,8 @@ def test_inspect_get_annotations_of_the_models_code_resolves_as_in_one_process(e
         "        import inspect\n"
         "        self.assertEqual(inspect.get_annotations(f, eval_str=True)['a'], int)\n"
         "        self.assertEqual(inspect.get_annotations(f)['a'], 'int')\n"
+        "        self.assertIs(inspect.signature(f, eval_str=True).parameters['a'].annotation, int)\n"
+        "        self.assertEqual(inspect.signature(f).parameters['a'].annotation, 'int')\n"
     )
     result = thirtyone._run(executor, "annotations", STRING_ANNOTATIONS, _tests("", body), entry_point="f")
     assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)

@@ -2320,6 +2320,20 @@ def _type_hints_where_they_were_written() -> None:
     functools.update_wrapper(get_annotations, original_annotations)
     setattr(inspect, "get_annotations", get_annotations)  # noqa: B010 - (for the runner's life)
 
+    # And inspect.signature(f, eval_str=True): the stub's ``__signature__`` is the model's signature with its
+    # annotations as written (text, under ``from __future__ import annotations``), which inspect returns as it is.
+    original_signature = inspect.signature
+
+    def signature(obj, *, follow_wrapped=True, globals=None, locals=None, eval_str=False):  # (inspect's signature)
+        if eval_str and issubclass(type(obj), Remote):
+            if globals is None and locals is None:
+                return _rebuilt_signature(Remote._rp(obj, "signature", eval_str=True))
+            _refuse_text_run(Remote._rp_connection(obj))
+        return original_signature(obj, follow_wrapped=follow_wrapped, globals=globals, locals=locals, eval_str=eval_str)
+
+    functools.update_wrapper(signature, original_signature)
+    setattr(inspect, "signature", signature)  # noqa: B010 - (for the runner's life)
+
 
 def _prepare_runner() -> None:
     sys.meta_path.insert(0, _ModelModuleGuard())

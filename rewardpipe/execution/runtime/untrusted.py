@@ -937,7 +937,7 @@ class Server:
         if op == "signature":
             import inspect
 
-            signature = inspect.signature(target)
+            signature = inspect.signature(target, eval_str=request.get("eval_str") is True)
             empty = inspect.Parameter.empty
             described = [
                 [
