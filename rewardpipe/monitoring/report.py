@@ -31,6 +31,12 @@ TOOL_CALLS = 16  # tool calls of one message shown in the report (the rest are c
 FIRST_MESSAGES, LAST_MESSAGES = 20, 40
 #: Revealed spec items of one transcript the report lists (``revealed_count`` counts them all), each text cut.
 REVEALED_ITEMS = 50
+#: Characters of text one example transcript shows in all (each text also cut at MESSAGE_CHARS): 60 messages of 16 tool
+#: calls each, every part cut at 4,000 characters, made 25 MB of HTML for one example.
+TRANSCRIPT_CHARS = 100_000
+#: Characters of text all the example transcripts of one report show: past them an example's transcript is not
+#: loaded (it says so; ``rewardpipe show`` prints it), so many alarms' examples keep the page within its 5 MB.
+REPORT_TRANSCRIPT_CHARS = 400_000
 AGGREGATE = "aggregate"
 
 
@@ -99,39 +105,59 @@ def _cut(text: str, limit: int = MESSAGE_CHARS) -> str:
     return text[:limit] + f"… [{len(text) - limit} more characters]"
 
 
-def _compact_call(call: Any) -> dict[str, Any]:
+class TextBudget:
+    """The characters of text a transcript (or a report's transcripts) may still show: each text is cut at its own
+    limit and at what is left, and what it shows is spent (the notes saying what was cut are not counted)."""
+
+    def __init__(self, chars: int) -> None:
+        self.left = chars
+
+    def cut(self, text: str, limit: int = MESSAGE_CHARS) -> str:
+        allowed = min(limit, self.left)
+        self.left -= min(len(text), allowed)
+        return _cut(text, allowed)
+
+
+def _compact_call(call: Any, budget: TextBudget) -> dict[str, Any]:
     """One tool call as the report shows it: ``{"id", "type", "function": {"name", "arguments"}}``, each text cut
     (arguments that are not text as their JSON)."""
     if not isinstance(call, Mapping):
-        return {"id": None, "type": "function", "function": {"name": "?", "arguments": _cut(str(call))}}
+        return {"id": None, "type": "function", "function": {"name": "?", "arguments": budget.cut(str(call))}}
     name, arguments, ident = tool_call_parts(call)
     return {
-        "id": None if ident is None else _cut(str(ident)),
+        "id": None if ident is None else budget.cut(str(ident)),
         "type": "function",
-        "function": {"name": _cut(str(name)), "arguments": _cut(arguments)},
+        "function": {"name": budget.cut(str(name)), "arguments": budget.cut(arguments)},
     }
 
 
-def _compact_message(message: Any, turn: int | None) -> dict[str, Any]:
+def _compact_message(message: Any, turn: int | None, budget: TextBudget) -> dict[str, Any]:
     """A message as the report shows it: role and content, and its tool calls, call id and name where it has them
     (without them, an assistant turn made of tool calls showed as empty); given ``turn``, an assistant message says
     it (0-based, counted over the whole transcript, shown or not: only a transcript with messages left out)."""
-    compact: dict[str, Any] = {"role": message.role, "content": _cut(message.content)}
+    compact: dict[str, Any] = {"role": message.role, "content": budget.cut(message.content)}
     if turn is not None:
         compact["turn"] = turn
-    calls = message.tool_calls or []
-    if calls:
-        compact["tool_calls"] = [_compact_call(call) for call in calls[:TOOL_CALLS]]
-        if len(calls) > TOOL_CALLS:
-            compact["tool_calls_dropped"] = len(calls) - TOOL_CALLS
     if message.tool_call_id is not None:
-        compact["tool_call_id"] = _cut(message.tool_call_id)
+        compact["tool_call_id"] = budget.cut(message.tool_call_id)
     if message.name is not None:
-        compact["name"] = _cut(message.name)
+        compact["name"] = budget.cut(message.name)
+    calls = message.tool_calls or []
+    shown: list[dict[str, Any]] = []
+    for call in calls[:TOOL_CALLS]:
+        if not budget.left:  # the transcript's text is spent: the rest are counted, not listed as empty calls
+            break
+        shown.append(_compact_call(call, budget))
+    if shown:
+        compact["tool_calls"] = shown
+    if len(calls) > len(shown):
+        compact["tool_calls_dropped"] = len(calls) - len(shown)
     return compact
 
 
-def _compact_messages(messages: Sequence[Any], turn_kinds: Sequence[str] = ()) -> dict[str, Any]:
+def _compact_messages(
+    messages: Sequence[Any], turn_kinds: Sequence[str] = (), budget: TextBudget | None = None
+) -> dict[str, Any]:
     """The messages the report shows (:data:`FIRST_MESSAGES` and :data:`LAST_MESSAGES`), their count
     (``messages_count``), how many between them are left out (``messages_left_out``) and where (the index of the
     first, ``messages_left_out_from``; then each assistant message shown says its ``turn`` and, when known, its
@@ -139,7 +165,9 @@ def _compact_messages(messages: Sequence[Any], turn_kinds: Sequence[str] = ()) -
 
     ``turn_kinds`` (the kind of each assistant turn, read by the page as ``turn_kinds[turn]``) keeps the turns of
     the first messages shown, each cut; ``turn_kinds_count`` says how many there were when that is fewer. It was
-    cut per entry only: a transcript of 100,000 turns listed 100,000 kinds per example."""
+    cut per entry only: a transcript of 100,000 turns listed 100,000 kinds per example. The texts shown spend
+    ``budget`` (:data:`TRANSCRIPT_CHARS` when not given)."""
+    budget = budget or TextBudget(TRANSCRIPT_CHARS)
     turns: list[int | None] = []
     turn = -1
     for message in messages:
@@ -149,7 +177,7 @@ def _compact_messages(messages: Sequence[Any], turn_kinds: Sequence[str] = ()) -
     count = len(messages)
     left_out = max(count - FIRST_MESSAGES - LAST_MESSAGES, 0)
     shown = range(count) if not left_out else [*range(FIRST_MESSAGES), *range(count - LAST_MESSAGES, count)]
-    compact = [_compact_message(messages[i], turns[i] if left_out else None) for i in shown]
+    compact = [_compact_message(messages[i], turns[i] if left_out else None, budget) for i in shown]
     if left_out:
         for message in compact:
             at = message.get("turn")
@@ -168,40 +196,55 @@ def _compact_messages(messages: Sequence[Any], turn_kinds: Sequence[str] = ()) -
     }
 
 
-def _compact_revealed(items: Sequence[Any]) -> dict[str, Any]:
+def _compact_revealed(items: Sequence[Any], budget: TextBudget) -> dict[str, Any]:
     """The first REVEALED_ITEMS revealed spec items, each text cut, and their count when more."""
-    shown = [{**item.model_dump(), "text": _cut(item.text)} for item in items[:REVEALED_ITEMS]]
+    shown = [{**item.model_dump(), "text": budget.cut(item.text)} for item in items[:REVEALED_ITEMS]]
     return {"revealed": shown, **({"revealed_count": len(items)} if len(items) > REVEALED_ITEMS else {})}
 
 
-def _compact_transcript(transcript: Any) -> dict[str, Any]:
-    """What the report shows of a stored transcript: every text in it cut (a stored object is whatever its writer
-    put there: a verdict's reason quoting the model's output whole made a report of megabytes per example)."""
+def _compact_transcript(transcript: Any, budget: TextBudget | None = None) -> dict[str, Any]:
+    """What the report shows of a stored transcript: every text in it cut, and all of them together within
+    ``budget`` (:data:`TRANSCRIPT_CHARS` when not given). A stored object is whatever its writer put there: a
+    verdict's reason quoting the model's output whole made a report of megabytes per example. The verdict and the
+    code are cut first, so a long conversation cannot crowd out why the rollout scored as it did."""
+    budget = budget or TextBudget(TRANSCRIPT_CHARS)
     verdict = transcript.verdict
+    status, reason = budget.cut(verdict.status, 80), budget.cut(verdict.reason)
+    code = None if transcript.executed_code is None else budget.cut(transcript.executed_code)
     return {
-        **_compact_messages(transcript.messages, transcript.turn_kinds),
+        **_compact_messages(transcript.messages, transcript.turn_kinds, budget),
         # only an environment with a spec reports revealed items (the page counts them only then)
-        **(_compact_revealed(transcript.revealed) if transcript.reveals_spec else {}),
-        "executed_code": None if transcript.executed_code is None else _cut(transcript.executed_code),
-        "verdict": {**verdict.model_dump(), "status": _cut(verdict.status, 80), "reason": _cut(verdict.reason)},
+        **(_compact_revealed(transcript.revealed, budget) if transcript.reveals_spec else {}),
+        "executed_code": code,
+        "verdict": {**verdict.model_dump(), "status": status, "reason": reason},
         "components": dict(transcript.components),
         "aggregate": transcript.aggregate,
     }
 
 
-def attach_transcripts(report: dict[str, Any], store: Any) -> None:
-    """Load each alarm example's transcript from ``store`` (missing ones say so; the report still renders)."""
+def attach_transcripts(report: dict[str, Any], store: Any, *, chars: int = REPORT_TRANSCRIPT_CHARS) -> None:
+    """Load each alarm example's transcript from ``store`` (missing ones say so; the report still renders), all of
+    them together showing at most ``chars`` characters of text: past them an example says it was left out."""
+    left = chars
     for alarm in report["alarms"]:
         for example in alarm["examples"]:
             key = example.get("transcript_key")
             if not key:
                 continue
+            if left <= 0:
+                example["transcript_missing"] = (
+                    f"left out: the report's example transcripts already show {chars:,} characters "
+                    "(`rewardpipe show` prints this one)"
+                )
+                continue
+            budget = TextBudget(min(TRANSCRIPT_CHARS, left))
             try:
-                example["transcript"] = _compact_transcript(store.get_transcript(key))
+                example["transcript"] = _compact_transcript(store.get_transcript(key), budget)
             except KeyError:
                 example["transcript_missing"] = "no transcript stored for this rollout"
             except Exception as exc:  # noqa: BLE001 - an unreadable transcript must not sink the report
                 example["transcript_missing"] = _cut(f"unreadable: {exc}")
+            left -= min(TRANSCRIPT_CHARS, left) - budget.left
 
 
 def build_report(

@@ -1,0 +1,88 @@
+"""Round thirty-five (second wave), the local store, transcripts and the HTML report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rewardpipe.models import Message
+from rewardpipe.store import open_store
+from rewardpipe.transcripts import RolloutTranscript, Verdict
+
+LONG = 4500  # longer than any one text the report shows (MESSAGE_CHARS)
+
+
+def _hostile_transcript(rollout: str, calls: int = 16) -> RolloutTranscript:
+    """10 assistant messages of ``calls`` tool calls each, every text longer than the report shows."""
+    call = {"id": "i" * LONG, "type": "function", "function": {"name": "n" * LONG, "arguments": "<" * LONG}}
+    messages = [
+        Message(role="assistant", content="<" * LONG, tool_calls=[call] * calls or None, name="x" * LONG)
+        for _ in range(10)
+    ]
+    return RolloutTranscript(
+        run_id="run",
+        step=0,
+        group_id="g",
+        rollout_id=rollout,
+        task_id="t",
+        messages=messages,
+        verdict=Verdict(status="failed", reason="why it failed " + "r" * LONG),
+        executed_code="print(1)",
+    )
+
+
+def _texts(value: Any) -> int:
+    """Characters of text in a JSON-like value (the strings only)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_texts(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_texts(v) for v in value)
+    return 0
+
+
+def _report_of(store, rollouts: list[str], calls: int = 16) -> dict:
+    put = store.put_transcript
+    examples = [
+        {"rollout_id": r, "group_id": "g", "step": 0, "transcript_key": put(_hostile_transcript(r, calls))}
+        for r in rollouts
+    ]
+    return {"alarms": [{"examples": examples[i : i + 3]} for i in range(0, len(examples), 3)]}
+
+
+def test_one_example_transcript_shows_a_bounded_amount_of_text_however_many_tool_calls_it_has(tmp_path):
+    from rewardpipe.monitoring.html import _transcript
+    from rewardpipe.monitoring.report import TRANSCRIPT_CHARS, attach_transcripts
+
+    store = open_store(str(tmp_path))
+    report = _report_of(store, ["r"])
+    attach_transcripts(report, store)
+    example = report["alarms"][0]["examples"][0]
+    shown = example["transcript"]
+    # every text is cut at its own limit too; the notes saying what was cut are the only text beyond the budget
+    assert _texts(shown) < TRANSCRIPT_CHARS * 1.2
+    assert shown["verdict"]["reason"].startswith("why it failed")  # the verdict is not crowded out
+    assert shown["messages_count"] == 10
+    # calls past the budget are counted, never listed as empty calls
+    last = shown["messages"][-1]
+    assert "tool_calls" not in last and last["tool_calls_dropped"] == 16
+    page = _transcript(example)
+    assert len(page.encode()) < 5 * TRANSCRIPT_CHARS  # '<' is escaped as '&lt;'; was 4 MB (25 MB for 60 messages)
+
+
+def test_the_examples_of_many_alarms_together_show_a_bounded_amount_and_the_rest_say_so(tmp_path):
+    from rewardpipe.monitoring.html import _alarms
+    from rewardpipe.monitoring.report import REPORT_TRANSCRIPT_CHARS, attach_transcripts
+
+    store = open_store(str(tmp_path))
+    report = _report_of(store, [f"r{n}" for n in range(30)], calls=0)  # each one shows 80,000 characters
+    attach_transcripts(report, store)
+    examples = [e for alarm in report["alarms"] for e in alarm["examples"]]
+    loaded = [e for e in examples if "transcript" in e]
+    left_out = [e for e in examples if "transcript" not in e]
+    assert loaded and examples[0] in loaded
+    assert _texts([e["transcript"] for e in loaded]) < REPORT_TRANSCRIPT_CHARS * 1.2
+    assert left_out and all("left out" in e["transcript_missing"] for e in left_out)
+    for alarm in report["alarms"]:
+        alarm.update(kind="dead", step=0, component="c", cause=None, message="m")
+    assert len(_alarms(report).encode()) < 5_000_000  # the report's whole-page goal (issue: HTML <= 5 MB)
