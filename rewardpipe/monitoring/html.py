@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rewardpipe.monitoring.alarms import OnsetMarker, onset_markers
@@ -117,6 +117,7 @@ def line_chart(
         )
     for _, series, colour, dashed in lines:
         for segment in _segments(steps, series):
+            segment = _decimated(segment, x)
             points = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in segment)
             dash = ' stroke-dasharray="6,3"' if dashed else ""
             if len(segment) == 1:
@@ -126,6 +127,21 @@ def line_chart(
                 parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.8"{dash} points="{points}"/>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _decimated(segment: list[tuple[int, float]], x: Callable[[int], float]) -> list[tuple[int, float]]:
+    """A line's points, at most two per pixel column (its lowest and its highest, in step order): a run of 10,000
+    steps drew 10,000 points per line, megabytes of HTML that looked the same as the envelope does."""
+    columns: dict[int, list[tuple[int, float]]] = {}
+    for point in segment:
+        columns.setdefault(int(x(point[0])), []).append(point)
+    if len(columns) == len(segment):
+        return segment
+    out: list[tuple[int, float]] = []
+    for points in columns.values():
+        low, high = min(points, key=lambda p: p[1]), max(points, key=lambda p: p[1])
+        out += sorted({low, high})  # (step, value) pairs: sorted by step
+    return out
 
 
 def _ticks(first: int, last: int, count: int = 8) -> list[int]:
@@ -165,20 +181,18 @@ def timeline(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
         f'aria-label="verdict timeline">'
     ]
+    columns = _columns(len(steps), int(plot_w))
     for row, name in enumerate(names):
         y = 18 + row * row_h
         parts.append(f'<text x="{label_w - 6}" y="{y + 13}" font-size="12" text-anchor="end">{_t(name)}</text>')
-        verdicts = series[name]["verdict"]
-        start = 0
-        for i in range(1, len(verdicts) + 1):
-            if i == len(verdicts) or verdicts[i] != verdicts[start]:
-                colour = VERDICT_COLOURS.get(verdicts[start] or "", "#ffffff")
-                parts.append(
-                    f'<rect x="{label_w + start * cell:.1f}" y="{y}" width="{(i - start) * cell:.1f}" '
-                    f'height="{row_h - 3}" fill="{colour}"><title>{_t(name)} steps {steps[start]}–'
-                    f"{steps[i - 1]}: {_t(verdicts[start])}</title></rect>"
-                )
-                start = i
+        for first, last, verdict in _verdict_bands(series[name]["verdict"], columns):
+            colour = VERDICT_COLOURS.get(verdict or "", "#ffffff")
+            worst = " (the worst verdict of each pixel's steps)" if len(columns) < len(steps) else ""
+            parts.append(
+                f'<rect x="{label_w + first * cell:.1f}" y="{y}" width="{(last + 1 - first) * cell:.1f}" '
+                f'height="{row_h - 3}" fill="{colour}"><title>{_t(name)} steps {steps[first]}–'
+                f"{steps[last]}: {_t(verdict)}{worst}</title></rect>"
+            )
         for marker in markers.get(name, ()):
             parts.append(_onset(marker, label_w, cell, index, y, steps))
     for tick_step in _ticks(steps[0], steps[-1]) if steps else []:
@@ -189,6 +203,31 @@ def timeline(
             )
     parts.append("</svg>")
     return "".join(parts)
+
+
+#: Which verdict a timeline column of several steps shows: the worst of them (a dead step never hides behind ok ones).
+_SEVERITY = {"dead": 5, "dying": 4, "ok": 3, "info": 2, "insufficient_data": 1}
+
+
+def _columns(count: int, pixels: int) -> list[range]:
+    """The step indices each column of the timeline stands for: one step each, or, past one step per pixel, the
+    steps of one pixel (a run of 10,000 steps drew a band per verdict change, 30,000 of them, megabytes of HTML)."""
+    if count <= pixels:
+        return [range(i, i + 1) for i in range(count)]
+    bounds = [column * count // pixels for column in range(pixels + 1)]
+    return [range(bounds[c], bounds[c + 1]) for c in range(pixels)]
+
+
+def _verdict_bands(verdicts: Sequence[Any], columns: list[range]) -> list[tuple[int, int, Any]]:
+    """(first step index, last step index, verdict) of each band: runs of columns showing one verdict merged."""
+    shown = [max((verdicts[i] for i in column), key=lambda v: _SEVERITY.get(v, 0)) for column in columns]
+    bands: list[tuple[int, int, Any]] = []
+    for column, verdict in zip(columns, shown, strict=True):
+        if bands and bands[-1][2] == verdict:
+            bands[-1] = (bands[-1][0], column[-1], verdict)
+        else:
+            bands.append((column[0], column[-1], verdict))
+    return bands
 
 
 def _onset(marker: OnsetMarker, label_w: int, cell: float, index: dict[int, int], y: int, steps: Sequence[int]) -> str:

@@ -86,3 +86,52 @@ def test_the_examples_of_many_alarms_together_show_a_bounded_amount_and_the_rest
     for alarm in report["alarms"]:
         alarm.update(kind="dead", step=0, component="c", cause=None, message="m")
     assert len(_alarms(report).encode()) < 5_000_000  # the report's whole-page goal (issue: HTML <= 5 MB)
+
+
+def _flickering_series(steps: int) -> dict[str, dict[str, list]]:
+    """A verdict changing at every step and a value jumping between 0 and 1: the most a run can draw."""
+    verdicts = ["ok" if step % 2 else "insufficient_data" for step in range(steps)]
+    verdicts[steps // 3] = "dead"  # one dead step among thousands
+    values = [float(step % 2) for step in range(steps)]
+    values[steps // 2] = 5.0  # one peak
+    return {"a": {"verdict": verdicts, "mean": values}}
+
+
+def test_a_long_runs_timeline_draws_at_most_a_band_per_pixel_and_keeps_a_lone_dead_step():
+    import re
+
+    from rewardpipe.monitoring.html import timeline
+
+    steps = list(range(20_000))
+    svg = timeline(steps, _flickering_series(len(steps)), [], width=1100)
+    bands = re.findall(r"<rect [^>]*><title>([^<]*)</title>", svg)
+    assert len(bands) <= 1100  # was one per verdict change: 20,000 (megabytes for a few components)
+    assert any(title.endswith("dead (the worst verdict of each pixel's steps)") for title in bands)
+    assert len(svg.encode()) < 200_000
+
+
+def test_a_short_runs_timeline_still_draws_a_band_per_run_of_verdicts():
+    import re
+
+    from rewardpipe.monitoring.html import timeline
+
+    series = {"a": {"verdict": ["ok", "ok", "dead", "dead", "ok"]}}
+    titles = re.findall(r"<title>([^<]*)</title>", timeline(list(range(5)), series, []))
+    assert titles == ["a steps 0–1: ok", "a steps 2–3: dead", "a steps 4–4: ok"]
+
+
+def test_a_long_runs_line_chart_draws_at_most_two_points_per_pixel_and_keeps_the_extremes():
+    import re
+
+    from rewardpipe.monitoring.html import line_chart
+
+    steps = list(range(20_000))
+    values = _flickering_series(len(steps))["a"]["mean"]
+    svg = line_chart("mean", steps, [("a", values, "#000", False)], width=540)
+    points = re.search(r'points="([^"]*)"', svg)[1].split()
+    assert len(points) <= 2 * 540  # was 20,000
+    ys = sorted(float(p.split(",")[1]) for p in points)
+    top, bottom = 22, 210 - 26  # the plot's edges: the peak at the top, the zeros at the bottom
+    assert ys[0] == top and ys[-1] == bottom
+    steps_drawn = [float(p.split(",")[0]) for p in points]
+    assert steps_drawn == sorted(steps_drawn)  # in step order, as a line is drawn
