@@ -27,6 +27,9 @@ VERDICT_COLOURS = {
     "insufficient_data": "#d6d8db",
 }
 TRIAGE_ROWS = 300  # the page lists this many triage entries; the JSON and triage.jsonl have them all
+#: The page lists this many alarms, the first and the last half (a run's alarms grow with its steps; each may carry
+#: ids of 1,000 characters and three examples); the JSON has them all.
+ALARM_ROWS = 300
 DYING_MARK = "#8a4b00"  # dark enough to read on the dying band's orange
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -447,7 +450,12 @@ def _alarms(report: dict[str, Any]) -> str:
     if not alarms:
         return "<p>No alarms.</p>"
     out = []
-    for alarm in alarms:
+    left_out = len(alarms) - ALARM_ROWS
+    for index, alarm in enumerate(alarms):
+        if left_out > 0 and ALARM_ROWS // 2 <= index < ALARM_ROWS // 2 + left_out:
+            if index == ALARM_ROWS // 2:
+                out.append(f'<p class="note">… {left_out} more alarms in the JSON output (--json) …</p>')
+            continue
         examples = "".join(_transcript(e) for e in alarm.get("examples") or [])
         out.append(
             f'<div class="alarm"><span class="kind">{_t(alarm.get("kind"))}</span> · step '

@@ -135,3 +135,25 @@ def test_a_long_runs_line_chart_draws_at_most_two_points_per_pixel_and_keeps_the
     assert ys[0] == top and ys[-1] == bottom
     steps_drawn = [float(p.split(",")[0]) for p in points]
     assert steps_drawn == sorted(steps_drawn)  # in step order, as a line is drawn
+
+
+def test_the_page_lists_the_first_and_the_last_alarms_of_a_run_with_thousands_and_counts_the_rest():
+    from rewardpipe.monitoring.html import ALARM_ROWS, _alarms
+
+    ident = "i" * 1000  # the longest ids a record may hold, in each of three examples
+    alarms = [
+        {
+            "kind": "dead_component",
+            "step": step,
+            "component": "c",
+            "cause": None,
+            "message": f"alarm at step {step}.",
+            "examples": [{"rollout_id": ident, "group_id": ident, "step": step, "transcript_missing": "none"}] * 3,
+        }
+        for step in range(5000)
+    ]
+    page = _alarms({"alarms": alarms})
+    assert len(page.encode()) < 5_000_000  # was 31 MB
+    assert "alarm at step 0." in page and "alarm at step 4999." in page  # the first and the latest
+    assert f"alarm at step {ALARM_ROWS // 2}." not in page
+    assert f"{5000 - ALARM_ROWS} more alarms in the JSON output" in page
