@@ -10,6 +10,7 @@ page stays short and needs no JavaScript to expand them.
 
 from __future__ import annotations
 
+import heapq
 import html
 import math
 from collections.abc import Callable, Sequence
@@ -30,6 +31,9 @@ TRIAGE_ROWS = 300  # the page lists this many triage entries; the JSON and triag
 #: The page lists this many alarms, the first and the last half (a run's alarms grow with its steps; each may carry
 #: ids of 1,000 characters and three examples); the JSON has them all.
 ALARM_ROWS = 300
+#: The page draws the correlation matrix of up to this many components; past it, the CORRELATION_PAIRS most
+#: correlated pairs.
+CORRELATION_MATRIX, CORRELATION_PAIRS = 40, 100
 DYING_MARK = "#8a4b00"  # dark enough to read on the dying band's orange
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -316,11 +320,38 @@ def _charts(runs: Sequence[dict[str, Any]]) -> str:
     return _legend(names, dashed) + f'<div class="grid">{"".join(charts)}</div>'
 
 
+def _correlated_pairs(names: Sequence[str], matrix: Sequence[Sequence[Any]]) -> str:
+    """The :data:`CORRELATION_PAIRS` most correlated pairs of components (by |r|) as a table: the whole matrix of
+    300 components was 90,000 cells, 4 MB of the page."""
+    pairs = heapq.nlargest(
+        CORRELATION_PAIRS,
+        (
+            (abs(value), i, j)
+            for i, row in enumerate(matrix)
+            for j, value in enumerate(row)
+            if j > i and isinstance(value, (int, float)) and math.isfinite(value)
+        ),
+        key=lambda pair: pair[0],
+    )
+    rows = "".join(
+        f'<tr><td class="l">{_t(names[i])}</td><td class="l">{_t(names[j])}</td>'
+        f'<td style="background:{_heat(matrix[i][j])}">{_num(matrix[i][j], 2)}</td></tr>'
+        for _, i, j in pairs
+    )
+    return (
+        f'<p class="note">{len(names)} components: the {len(pairs)} most correlated pairs (the JSON output has the '
+        f'whole matrix).</p><table><tr><th class="l">component</th><th class="l">component</th><th>r</th></tr>'
+        f"{rows}</table>"
+    )
+
+
 def _correlation(report: dict[str, Any]) -> str:
     names = report["correlation"]["components"]
     matrix = report["correlation"]["matrix"]
     if not names:
         return '<p class="muted">no scored values</p>'
+    if len(names) > CORRELATION_MATRIX:
+        return _correlated_pairs(names, matrix)
     head = "".join(f"<th>{_t(n)}</th>" for n in names)
     rows = []
     for name, row in zip(names, matrix, strict=False):

@@ -157,3 +157,28 @@ def test_the_page_lists_the_first_and_the_last_alarms_of_a_run_with_thousands_an
     assert "alarm at step 0." in page and "alarm at step 4999." in page  # the first and the latest
     assert f"alarm at step {ALARM_ROWS // 2}." not in page
     assert f"{5000 - ALARM_ROWS} more alarms in the JSON output" in page
+
+
+def test_the_correlation_of_hundreds_of_components_lists_the_most_correlated_pairs_not_the_whole_matrix():
+    from rewardpipe.monitoring.html import CORRELATION_PAIRS, _correlation
+
+    count = 300
+    names = [f"c{i}" for i in range(count)]
+    matrix = [[1.0 if i == j else 0.01 for j in range(count)] for i in range(count)]
+    matrix[7][200] = matrix[200][7] = -0.99  # the pair to find
+    matrix[3][4] = matrix[4][3] = float("nan")
+    page = _correlation({"correlation": {"components": names, "matrix": matrix}})
+    assert len(page.encode()) < 100_000  # was 4 MB: 90,000 cells
+    assert page.count("<tr>") == 1 + CORRELATION_PAIRS
+    first = page.index("<tr><td")
+    assert page[first:].startswith('<tr><td class="l">c7</td><td class="l">c200</td>')
+    assert "-0.99" in page and "nan" not in page.lower()
+
+
+def test_the_correlation_of_a_few_components_is_still_the_whole_matrix():
+    from rewardpipe.monitoring.html import _correlation
+
+    names = ["a", "b", "c"]
+    matrix = [[1.0, 0.5, None], [0.5, 1.0, 0.2], [None, 0.2, 1.0]]
+    page = _correlation({"correlation": {"components": names, "matrix": matrix}})
+    assert page.count("<td") == 9 and "most correlated pairs" not in page
