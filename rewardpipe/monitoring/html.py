@@ -34,6 +34,9 @@ ALARM_ROWS = 300
 #: The page draws the correlation matrix of up to this many components; past it, the CORRELATION_PAIRS most
 #: correlated pairs.
 CORRELATION_MATRIX, CORRELATION_PAIRS = 40, 100
+#: What the charts draw at most: points per chart and bands per timeline, shared by their lines or rows (each given
+#: at least MIN_COLUMNS columns): 100 components over 1,000 steps of flickering verdicts made a 9 MB timeline.
+DRAWN_POINTS, DRAWN_BANDS, MIN_COLUMNS = 20_000, 20_000, 60
 DYING_MARK = "#8a4b00"  # dark enough to read on the dying band's orange
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -122,9 +125,11 @@ def line_chart(
             f'<line x1="{x(step):.1f}" x2="{x(step):.1f}" y1="{top}" y2="{top + plot_h}" '
             f'stroke="{colour}" stroke-width="1.5" stroke-dasharray="3,2"/>'
         )
+    # a column per pixel, fewer when many lines share the chart (a page of hundreds of components stays bounded)
+    columns = min(plot_w, max(MIN_COLUMNS, DRAWN_POINTS // max(1, len(lines))))
     for _, series, colour, dashed in lines:
         for segment in _segments(steps, series):
-            segment = _decimated(segment, x)
+            segment = _decimated(segment, lambda step: min(columns - 1, int((x(step) - left) * columns / plot_w)))
             points = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in segment)
             dash = ' stroke-dasharray="6,3"' if dashed else ""
             if len(segment) == 1:
@@ -136,12 +141,12 @@ def line_chart(
     return "".join(parts)
 
 
-def _decimated(segment: list[tuple[int, float]], x: Callable[[int], float]) -> list[tuple[int, float]]:
-    """A line's points, at most two per pixel column (its lowest and its highest, in step order): a run of 10,000
-    steps drew 10,000 points per line, megabytes of HTML that looked the same as the envelope does."""
+def _decimated(segment: list[tuple[int, float]], column: Callable[[int], int]) -> list[tuple[int, float]]:
+    """A line's points, at most two per column of the chart (its lowest and its highest, in step order): a run of
+    10,000 steps drew 10,000 points per line, megabytes of HTML that looked the same as the envelope does."""
     columns: dict[int, list[tuple[int, float]]] = {}
     for point in segment:
-        columns.setdefault(int(x(point[0])), []).append(point)
+        columns.setdefault(column(point[0]), []).append(point)
     if len(columns) == len(segment):
         return segment
     out: list[tuple[int, float]] = []
@@ -188,13 +193,14 @@ def timeline(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
         f'aria-label="verdict timeline">'
     ]
-    columns = _columns(len(steps), int(plot_w))
+    # a column per pixel, fewer when there are many rows (a page of hundreds of components stays bounded)
+    columns = _columns(len(steps), min(int(plot_w), max(MIN_COLUMNS, DRAWN_BANDS // max(1, len(names)))))
     for row, name in enumerate(names):
         y = 18 + row * row_h
         parts.append(f'<text x="{label_w - 6}" y="{y + 13}" font-size="12" text-anchor="end">{_t(name)}</text>')
         for first, last, verdict in _verdict_bands(series[name]["verdict"], columns):
             colour = VERDICT_COLOURS.get(verdict or "", "#ffffff")
-            worst = " (the worst verdict of each pixel's steps)" if len(columns) < len(steps) else ""
+            worst = " (the worst verdict of each column's steps)" if len(columns) < len(steps) else ""
             parts.append(
                 f'<rect x="{label_w + first * cell:.1f}" y="{y}" width="{(last + 1 - first) * cell:.1f}" '
                 f'height="{row_h - 3}" fill="{colour}"><title>{_t(name)} steps {steps[first]}–'
@@ -217,8 +223,9 @@ _SEVERITY = {"dead": 5, "dying": 4, "ok": 3, "info": 2, "insufficient_data": 1}
 
 
 def _columns(count: int, pixels: int) -> list[range]:
-    """The step indices each column of the timeline stands for: one step each, or, past one step per pixel, the
-    steps of one pixel (a run of 10,000 steps drew a band per verdict change, 30,000 of them, megabytes of HTML)."""
+    """The step indices each of at most ``pixels`` columns of the timeline stands for: one step each, or, past one
+    step per column, the steps of one column (a run of 10,000 steps drew a band per verdict change, 30,000 of them,
+    megabytes of HTML)."""
     if count <= pixels:
         return [range(i, i + 1) for i in range(count)]
     bounds = [column * count // pixels for column in range(pixels + 1)]

@@ -106,7 +106,7 @@ def test_a_long_runs_timeline_draws_at_most_a_band_per_pixel_and_keeps_a_lone_de
     svg = timeline(steps, _flickering_series(len(steps)), [], width=1100)
     bands = re.findall(r"<rect [^>]*><title>([^<]*)</title>", svg)
     assert len(bands) <= 1100  # was one per verdict change: 20,000 (megabytes for a few components)
-    assert any(title.endswith("dead (the worst verdict of each pixel's steps)") for title in bands)
+    assert any(title.endswith("dead (the worst verdict of each column's steps)") for title in bands)
     assert len(svg.encode()) < 200_000
 
 
@@ -182,3 +182,22 @@ def test_the_correlation_of_a_few_components_is_still_the_whole_matrix():
     matrix = [[1.0, 0.5, None], [0.5, 1.0, 0.2], [None, 0.2, 1.0]]
     page = _correlation({"correlation": {"components": names, "matrix": matrix}})
     assert page.count("<td") == 9 and "most correlated pairs" not in page
+
+
+def test_the_charts_of_a_hundred_components_share_a_bounded_number_of_points_and_bands():
+    import re
+
+    from rewardpipe.monitoring.html import DRAWN_BANDS, DRAWN_POINTS, MIN_COLUMNS, line_chart, timeline
+
+    steps = list(range(1000))
+    series = {f"c{i}": _flickering_series(len(steps))["a"] for i in range(100)}
+    svg = timeline(steps, series, [])
+    bands = svg.count("<rect ")
+    assert bands <= max(DRAWN_BANDS, 100 * MIN_COLUMNS) + 100  # was 100,000 bands, 9 MB
+    assert svg.count("dead (the worst verdict of each column's steps)") == 100  # each row's lone dead step
+    assert len(svg.encode()) < 3_000_000
+    lines = [(name, data["mean"], "#000", False) for name, data in series.items()]
+    chart = line_chart("mean", steps, lines)
+    points = sum(len(found.split()) for found in re.findall(r'points="([^"]*)"', chart))
+    assert points <= 2 * max(DRAWN_POINTS, 100 * MIN_COLUMNS)  # was 100,000 points
+    assert chart.count("<polyline") == 100
