@@ -32,6 +32,7 @@ import json
 import logging
 import math
 import os
+import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -673,7 +674,9 @@ class RewardPipeMonitor:
             problem = run_id_problem(run_id, "run_id")  # the rule of --run-id: refused now, not after hours
             if problem is not None:
                 raise ValueError(problem)
-        self.run_id = run_id or "trl-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        # The default is unique to this callback: two trainings started in the same second against one store (a
+        # sweep) shared "trl-<that second>", the second going on in the first one's run. Resuming takes a run_id.
+        self.run_id = run_id or f"trl-{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
         self.store = self._open_store(store)
         self.gather = gather or gather_across_processes
         self.broadcast = broadcast or broadcast_from_main
