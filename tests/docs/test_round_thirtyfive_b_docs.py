@@ -170,3 +170,25 @@ def test_the_development_page_s_layout_shows_every_subpackage():
     subpackages = sorted(path.parent.name for path in (ROOT / "rewardpipe").glob("*/__init__.py"))
     missing = [name for name in subpackages if not re.search(rf"^ +{name}/ ", layout, re.M)]
     assert missing == [], f"development.md's layout leaves out rewardpipe/{missing}"
+
+
+def test_the_trl_guide_names_every_argument_of_episode_rollout():
+    import inspect
+
+    from rewardpipe.integrations.trl import EpisodeRollout
+
+    page = (DOCS / "guides" / "trl.md").read_text()
+    paragraph = page[page.index("Build it with\n`EpisodeRollout(") :].split("\n* ", 1)[0]
+    parameters = inspect.signature(EpisodeRollout).parameters
+    missing = [name for name in parameters if name != "tasks" and f"{name}=" not in paragraph]
+    assert missing == [], f"the TRL guide's EpisodeRollout paragraph leaves out {missing}"
+    assert all(p.kind is p.KEYWORD_ONLY for name, p in parameters.items() if name != "tasks")
+    assert "Every argument after `tasks` is a keyword" in paragraph
+
+
+def test_every_make_target_is_on_the_development_page_or_in_the_readme():
+    makefile = (ROOT / "Makefile").read_text()
+    phony = re.search(r"^\.PHONY:(.*?)(?<!\\)\n", makefile, re.S | re.M).group(1).replace("\\\n", " ").split()
+    said = (DOCS / "reference" / "development.md").read_text() + (ROOT / "README.md").read_text()
+    missing = [target for target in phony if not re.search(rf"`make {re.escape(target)}`", said)]
+    assert missing == [], f"make targets no page names: {missing}"
