@@ -192,3 +192,10 @@ def test_every_make_target_is_on_the_development_page_or_in_the_readme():
     said = (DOCS / "reference" / "development.md").read_text() + (ROOT / "README.md").read_text()
     missing = [target for target in phony if not re.search(rf"`make {re.escape(target)}`", said)]
     assert missing == [], f"make targets no page names: {missing}"
+
+
+def test_the_architecture_page_names_every_cdk_construct_module():
+    page = (DOCS / "reference" / "architecture.md").read_text()
+    constructs = sorted(p.name for p in (ROOT / "stacks" / "constructs").glob("*.py") if p.name != "__init__.py")
+    missing = [name for name in constructs if f"`{name}`" not in page]
+    assert missing == [], f"architecture.md's construct list leaves out {missing}"
