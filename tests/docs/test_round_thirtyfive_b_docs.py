@@ -199,3 +199,36 @@ def test_the_architecture_page_names_every_cdk_construct_module():
     constructs = sorted(p.name for p in (ROOT / "stacks" / "constructs").glob("*.py") if p.name != "__init__.py")
     missing = [name for name in constructs if f"`{name}`" not in page]
     assert missing == [], f"architecture.md's construct list leaves out {missing}"
+
+
+def test_the_monitor_page_shows_the_store_layout_and_how_an_unfinished_run_is_judged(tmp_path):
+    import shutil
+
+    from rewardpipe import store
+
+    page = (DOCS / "monitor.md").read_text()
+    layout = re.search(r"```\n(runs/<run_id>/.*?)```", page, re.S).group(1)
+    shown = {line.split()[0] for line in layout.splitlines()}
+    stored = set(re.findall(r"^    (runs/<run_id>/\S+)", store.__doc__ or "", re.M))
+    assert stored - shown == set(), f"monitor.md's store layout leaves out {sorted(stored - shown)}"
+
+    # A run whose manifest has no finished_at and whose last step has no marker: judged up to its finished steps.
+    done = _cli(
+        "run", "--tasks", str(ROOT / "rewardpipe" / "data" / "tasks.jsonl"), "--policy", "scripted",
+        "--group-size", "2", "--steps", "2", "--groups-per-step", "4", "--out", "store", "--run-id", "r",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "store" / "runs" / "r"
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**manifest, "finished_at": None}))
+    (run / "finished" / "step=1.json").unlink()
+    shutil.rmtree(run / "alarms", ignore_errors=True)
+    monitored = _cli("monitor", "store", "--json", cwd=tmp_path)
+    result = json.loads(monitored.stdout)
+    assert (result["in_progress"], result["unfinished_steps"]) == (True, [1])
+    assert [step["step"] for step in result["steps"]] == [0]
+    assert _cli("monitor", "store", "--step", "1", cwd=tmp_path).returncode == 1
+    paragraph = page[page.index("**A run still being written.**") :].split("\n- ", 1)[0]
+    for said in ("`in_progress`", "`unfinished_steps`", "`finished_at`", "exit 1", "finished/step=<n>.json"):
+        assert said in paragraph
