@@ -232,3 +232,32 @@ def test_the_monitor_page_shows_the_store_layout_and_how_an_unfinished_run_is_ju
     paragraph = page[page.index("**A run still being written.**") :].split("\n- ", 1)[0]
     for said in ("`in_progress`", "`unfinished_steps`", "`finished_at`", "exit 1", "finished/step=<n>.json"):
         assert said in paragraph
+
+
+def test_the_report_page_s_transcript_table_names_every_field_a_transcript_has():
+    from rewardpipe.transcripts import RolloutTranscript
+
+    page = (DOCS / "report.md").read_text()
+    rows = _table_rows(page, "## Transcripts")
+    named = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row[0])}
+    fields = {field.alias or name for name, field in RolloutTranscript.model_fields.items()}
+    assert fields - named == set(), f"report.md's transcript table lacks {sorted(fields - named)}"
+    schema_row = next(row for row in rows if row[0] == "`schema`")
+    assert f"`{RolloutTranscript.model_fields['schema_'].default}`" in schema_row[1]
+
+
+def test_report_reads_every_kind_of_path_the_report_page_names(tmp_path):
+    done = _cli(
+        "run", "--tasks", str(ROOT / "rewardpipe" / "data" / "tasks.jsonl"), "--policy", "scripted",
+        "--group-size", "2", "--steps", "1", "--groups-per-step", "4", "--out", "store", "--run-id", "r",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = sorted((tmp_path / "store" / "runs" / "r" / "step=0").rglob("*.json"))
+    (tmp_path / "records.jsonl").write_text("".join(path.read_text().strip() + "\n" for path in records))
+    page = (DOCS / "report.md").read_text()
+    paragraph = page[page.index("PATH is what `rewardpipe monitor` reads") :].split("\n\n", 1)[0]
+    for said, path in [("a store directory", "store"), ("a run folder", "store/runs/r"), ("JSONL", "records.jsonl")]:
+        assert said in paragraph
+        assert _cli("report", path, "--json", cwd=tmp_path).returncode == 0, path
+    assert "Parquet" in paragraph
