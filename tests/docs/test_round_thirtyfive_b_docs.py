@@ -28,6 +28,16 @@ def _cli(*args: str, cwd: Path, extra_path: str = "") -> subprocess.CompletedPro
     )
 
 
+def _scripted_run(cwd: Path, out: str, run_id: str, *, group_size: int, steps: int) -> None:
+    """A scripted ask-before-coding run of 4 groups a step, as the demo plays it, stored under ``out``."""
+    done = _cli(
+        "run", "--tasks", str(ROOT / "rewardpipe" / "data" / "tasks.jsonl"), "--policy", "scripted",
+        "--group-size", str(group_size), "--steps", str(steps), "--groups-per-step", "4", "--out", out,
+        "--run-id", run_id, cwd=cwd,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
 def _table_rows(text: str, heading: str) -> list[list[str]]:
     """The cells of the first Markdown table after ``heading``."""
     section = text[text.index(heading) :]
@@ -44,12 +54,7 @@ def test_the_record_on_the_record_page_is_the_record_the_demo_run_writes(tmp_pat
     # The page shows step 0's s0-g003-abc-004-parse-bool-k7 of the demo run; it had lost a metric (real_questions).
     page = (DOCS / "concepts" / "record.md").read_text()
     shown = json.loads(re.search(r"```json\n(.*?)```", page, re.S).group(1))
-    done = _cli(
-        "run", "--tasks", str(ROOT / "rewardpipe" / "data" / "tasks.jsonl"), "--policy", "scripted",
-        "--group-size", "8", "--steps", "1", "--groups-per-step", "4", "--out", str(tmp_path), "--run-id", "demo",
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    _scripted_run(tmp_path, str(tmp_path), "demo", group_size=8, steps=1)
     group = tmp_path / "runs" / "demo" / "step=0" / f"group={shown['group_id']}"
     written = json.loads((group / f"{shown['rollout_id']}.json").read_text())
     assert list(shown["metrics"]) == list(written["metrics"])  # every metric, in the order a record has them
@@ -213,12 +218,7 @@ def test_the_monitor_page_shows_the_store_layout_and_how_an_unfinished_run_is_ju
     assert stored - shown == set(), f"monitor.md's store layout leaves out {sorted(stored - shown)}"
 
     # A run whose manifest has no finished_at and whose last step has no marker: judged up to its finished steps.
-    done = _cli(
-        "run", "--tasks", str(ROOT / "rewardpipe" / "data" / "tasks.jsonl"), "--policy", "scripted",
-        "--group-size", "2", "--steps", "2", "--groups-per-step", "4", "--out", "store", "--run-id", "r",
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    _scripted_run(tmp_path, "store", "r", group_size=2, steps=2)
     run = tmp_path / "store" / "runs" / "r"
     manifest = json.loads((run / "manifest.json").read_text())
     (run / "manifest.json").write_text(json.dumps({**manifest, "finished_at": None}))
@@ -247,12 +247,7 @@ def test_the_report_page_s_transcript_table_names_every_field_a_transcript_has()
 
 
 def test_report_reads_every_kind_of_path_the_report_page_names(tmp_path):
-    done = _cli(
-        "run", "--tasks", str(ROOT / "rewardpipe" / "data" / "tasks.jsonl"), "--policy", "scripted",
-        "--group-size", "2", "--steps", "1", "--groups-per-step", "4", "--out", "store", "--run-id", "r",
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    _scripted_run(tmp_path, "store", "r", group_size=2, steps=1)
     records = sorted((tmp_path / "store" / "runs" / "r" / "step=0").rglob("*.json"))
     (tmp_path / "records.jsonl").write_text("".join(path.read_text().strip() + "\n" for path in records))
     page = (DOCS / "report.md").read_text()
