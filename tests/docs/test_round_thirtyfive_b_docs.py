@@ -256,3 +256,13 @@ def test_report_reads_every_kind_of_path_the_report_page_names(tmp_path):
         assert said in paragraph
         assert _cli("report", path, "--json", cwd=tmp_path).returncode == 0, path
     assert "Parquet" in paragraph
+
+
+def test_the_readme_s_install_block_names_every_extra():
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("## Install") :].split("```", 2)[1]
+    missing = [name for name in extras if f"[{name}]" not in block]
+    assert missing == [], f"README's install block leaves out the extras {missing}"
