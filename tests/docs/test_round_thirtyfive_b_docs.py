@@ -266,3 +266,22 @@ def test_the_readme_s_install_block_names_every_extra():
     block = readme[readme.index("## Install") :].split("```", 2)[1]
     missing = [name for name in extras if f"[{name}]" not in block]
     assert missing == [], f"README's install block leaves out the extras {missing}"
+
+
+def test_the_versioning_contract_names_every_environment_attribute_and_hook_the_concept_page_documents():
+    """docs/versioning.md's public API v1 lists the Environment's attributes and hooks; concepts/environment.md
+    documented hook_timeout_s, the max_observation_* limits and tool_schemas, which it did not name."""
+    concept = (DOCS / "concepts" / "environment.md").read_text(encoding="utf-8")
+    documented, table = set(), None
+    for line in concept.splitlines():
+        if line.startswith("| ") and not line.startswith("| `"):
+            table = line.split("|")[1].strip()  # a table's header: "attribute", "hook", "environment"...
+        elif line.startswith("| `") and table in ("attribute", "hook"):
+            documented.update(re.findall(r"`([a-z_]+)[`(]", line.split("|")[1]))
+    row = next(
+        line
+        for line in (DOCS / "versioning.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `Environment` |")
+    )
+    named = set(re.findall(r"`([a-z_]+)`", row))
+    assert documented and documented - named == set()
