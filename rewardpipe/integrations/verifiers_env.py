@@ -90,6 +90,8 @@ REBUILT_KEYS = frozenset(
         "turn",
     }
 )
+#: A dataset row's keys :class:`VfTask` holds in fields of their own (every other column is one of its ``columns``).
+ROW_FIELDS = frozenset({"prompt", "answer", "info", "example_id", "task"})
 #: Group-level reward functions' parameters (a function of a whole group, not of one rollout).
 GROUP_PARAMETERS = frozenset({"states", "prompts", "completions", "answers", "tasks", "infos"})
 #: Environment classes (by name, anywhere in the class's ancestry) that run model-written code themselves.
@@ -135,12 +137,14 @@ class VerifiersError(ValueError):
 
 class VfTask(TaskRow):
     """A verifiers dataset row: its ``prompt`` (messages, system prompt included as verifiers formats it),
-    ``answer``, ``info`` and ``task`` (verifiers' own task label or payload), and its ``example_id``."""
+    ``answer``, ``info`` and ``task`` (verifiers' own task label or payload), its ``example_id``, and its other
+    ``columns`` (``question``, ``level``...), which verifiers hands its rubric functions by name."""
 
     answer: str = ""
     info: dict[str, Any] = Field(default_factory=dict)
     vf_task: Any = None
     example_id: int = 0
+    columns: dict[str, Any] = Field(default_factory=dict)
 
 
 class VfState(EpisodeState):
@@ -228,6 +232,14 @@ def task_row(row: Mapping[str, Any], index: int) -> VfTask:
             raise VerifiersError(f"row {index}: info is not JSON: {info[:80]!r}") from None
     example_id = row.get("example_id", index)
     answer = row.get("answer")
+    # verifiers keeps the whole row as the rollout's input and passes its other columns to rubric functions by
+    # name (a function reading ``level`` raised, or read its **kwargs default, when they were dropped here). Only
+    # JSON ones: a task row is written to a task file and read back (an image column stays verifiers' own).
+    columns = {
+        key: value
+        for key, value in row.items()
+        if key not in ROW_FIELDS and isinstance(key, str) and not json_problem(value)
+    }
     return VfTask(
         task_id=str(row.get("id", row.get("task_id", f"vf-{example_id}"))),
         prompt=prompt,
@@ -235,6 +247,7 @@ def task_row(row: Mapping[str, Any], index: int) -> VfTask:
         info=dict(info),
         vf_task=row.get("task"),
         example_id=int(example_id) if isinstance(example_id, int) else index,
+        columns=columns,
     )
 
 
@@ -433,6 +446,7 @@ class VerifiersEnvironment(Environment):
         opening = len(task.prompt_messages())
         conversation = [m.model_dump(mode="json") for m in state.messages]
         row: dict[str, Any] = {
+            **task.columns,  # the dataset's own columns, as verifiers' input row holds them
             "prompt": conversation[:opening],
             "answer": task.answer,
             "info": dict(task.info),

@@ -1,0 +1,64 @@
+"""Round thirty-five (second wave), verifiers and verl adapters: the verifiers side against the real package
+(``make test-verifiers``; skipped where verifiers is absent). Each test failed before its fix (see
+docs/changelog.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("verifiers")
+try:  # verifiers 0.3.1 keeps the classic API under verifiers.legacy; 0.2 has it at the top
+    import verifiers.legacy as vf
+except ImportError:
+    import verifiers as vf
+pytestmark = pytest.mark.verifiers
+
+from datasets import Dataset  # noqa: E402
+
+from rewardpipe import ScriptedPolicy  # noqa: E402
+from rewardpipe.integrations.verifiers import from_verifiers  # noqa: E402
+from tests.integrations.test_verifiers_env_real import play  # noqa: E402
+
+
+def matches_level(completion, answer, level) -> float:
+    """Reads the dataset's own ``level`` column by name, as verifiers passes a row's columns to a rubric function."""
+    text = completion[-1].content if hasattr(completion[-1], "content") else completion[-1]["content"]
+    return 1.0 if (answer in text) == (level == "easy") else 0.0
+
+
+def level_of(**kwargs) -> float:
+    """Reads it through ``**kwargs``: a missing column was not an error there, it silently scored 0.5."""
+    return {"easy": 1.0, "hard": 0.0}.get(kwargs.get("level"), 0.5)
+
+
+def load_levels():
+    rows = [
+        {"question": "Say 7.", "answer": "7", "level": "easy"},
+        {"question": "Say 3.", "answer": "3", "level": "hard"},
+    ]
+    return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), rubric=vf.Rubric(funcs=[matches_level, level_of]))
+
+
+class TestADatasetsOwnColumnsReachTheRubricFunctions:
+    """verifiers passes a dataset row's columns beyond ``prompt``/``answer``/``info``/``example_id`` (``level``,
+    ``difficulty``...) to its rubric functions by name (verifiers 0.2's ``Rubric.score_objects``). ``from_verifiers``
+    kept only those four and ``task``: a function naming a column raised on every rollout (each an error record,
+    the run unscored) and one reading it from ``**kwargs`` got its default, a score verifiers never gives, with no
+    error at all. The task row keeps the other columns (``columns``, written to the task file too) and the
+    verifiers state rebuilt for each call holds them, as verifiers' own does."""
+
+    def test_each_function_gets_the_rows_column(self):
+        env = from_verifiers(f"{__name__}:load_levels", ranges={"matches_level": (0, 1), "level_of": (0, 1)})
+        easy, hard = env.task_rows()
+        record = play(env, easy, ScriptedPolicy(lambda s, t: "It is 7."))[0]
+        assert record.status == "scored", record.error
+        assert record.components == {"matches_level": 1.0, "level_of": 1.0}
+        record = play(env, hard, ScriptedPolicy(lambda s, t: "It is 3."), "r1")[0]
+        assert record.components == {"matches_level": 0.0, "level_of": 0.0}
+
+    def test_the_columns_survive_the_task_file(self, tmp_path):
+        env = from_verifiers(f"{__name__}:load_levels", ranges={"matches_level": (0, 1), "level_of": (0, 1)})
+        path = env.write_tasks(tmp_path / "tasks.jsonl")
+        reread = [type(env.task_rows()[0]).model_validate_json(line) for line in path.read_text().splitlines()]
+        assert [row.columns.get("level") for row in reread] == ["easy", "hard"]
+        assert play(env, reread[1], ScriptedPolicy(lambda s, t: "3"))[0].components["level_of"] == 0.0
