@@ -51,6 +51,7 @@ import inspect
 import json
 import math
 import re
+import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -303,11 +304,22 @@ def component_name(label: str, taken: set[str]) -> str:
     return name
 
 
-def _is_group_function(fn: Callable[..., Any]) -> bool:
+def _is_group_function(fn: Callable[..., Any], rubric: Any = None) -> bool:
+    """Whether verifiers calls ``fn`` once per group: the rubric's own reading when it has one (0.2 also takes a
+    function annotated to return a list as a group function, whatever its parameters), else by its parameters or
+    that annotation."""
+    own = getattr(rubric, "_is_group_func", None)
+    if callable(own):
+        try:
+            return bool(own(fn))
+        except (TypeError, ValueError):  # no signature to read: judged below
+            pass
     try:
-        return bool(set(inspect.signature(fn).parameters) & GROUP_PARAMETERS)
+        signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return False
+    returns = signature.return_annotation
+    return bool(set(signature.parameters) & GROUP_PARAMETERS) or returns is list or typing.get_origin(returns) is list
 
 
 # -- the verifiers side ------------------------------------------------------------------------------------------
@@ -407,7 +419,7 @@ class VerifiersEnvironment(Environment):
             label = getattr(fn, "__name__", None) or type(fn).__name__
             if weight == 0.0:
                 continue  # a verifiers metric: logged by verifiers, no part of the reward
-            if _is_group_function(fn):
+            if _is_group_function(fn, rubric):
                 raise VerifiersError(
                     f"rubric function '{label}' scores a whole group (completions, states...); "
                     f"rewardpipe scores each rollout on its own: write it per rollout"

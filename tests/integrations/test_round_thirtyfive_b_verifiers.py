@@ -17,6 +17,7 @@ from datasets import Dataset  # noqa: E402
 
 from rewardpipe import ScriptedPolicy  # noqa: E402
 from rewardpipe.integrations.verifiers import from_verifiers  # noqa: E402
+from rewardpipe.integrations.verifiers_env import VerifiersError  # noqa: E402
 from tests.integrations.test_verifiers_env_real import play  # noqa: E402
 
 
@@ -62,3 +63,39 @@ class TestADatasetsOwnColumnsReachTheRubricFunctions:
         reread = [type(env.task_rows()[0]).model_validate_json(line) for line in path.read_text().splitlines()]
         assert [row.columns.get("level") for row in reread] == ["easy", "hard"]
         assert play(env, reread[1], ScriptedPolicy(lambda s, t: "3"))[0].components["level_of"] == 0.0
+
+
+def said_seven(completion, **kwargs) -> float:
+    text = completion[-1].content if hasattr(completion[-1], "content") else completion[-1]["content"]
+    return float("7" in text)
+
+
+def ranked(completion, **kwargs) -> list[float]:
+    """A group function by its return annotation alone: verifiers calls it once per group, with ``completions``."""
+    return [1.0 / (1 + rank) for rank, _ in enumerate(kwargs["completions"])]
+
+
+ranked.__annotations__["return"] = list[float]  # the type itself (this module's annotations are text)
+
+
+class TestAGroupFunctionKnownByItsReturnAnnotationIsRefused:
+    """verifiers takes a rubric function annotated to return a list as a group function (called once per group
+    with ``completions``, ``states``...), whatever its parameter names. ``from_verifiers`` looked at the parameter
+    names only and wrapped it as a per-rollout component: it raised (or returned a list) on every rollout, every
+    record an error. It is refused when the environment is wrapped, as a group function named by its parameters
+    is."""
+
+    def test_it_is_refused_naming_it(self):
+        env = vf.SingleTurnEnv(
+            dataset=Dataset.from_list([{"question": "Say 7.", "answer": "7"}]),
+            rubric=vf.Rubric(funcs=[said_seven, ranked]),
+        )
+        assert vf.Rubric()._is_group_func(ranked)  # verifiers' own reading
+        with pytest.raises(VerifiersError, match=r"ranked.*whole group"):
+            from_verifiers(env)
+
+    def test_a_per_rollout_function_is_still_wrapped(self):
+        env = vf.SingleTurnEnv(
+            dataset=Dataset.from_list([{"question": "Say 7.", "answer": "7"}]), rubric=vf.Rubric(funcs=[said_seven])
+        )
+        assert [c.name for c in from_verifiers(env).reward.components] == ["said_seven"]
