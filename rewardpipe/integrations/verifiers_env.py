@@ -304,6 +304,22 @@ def component_name(label: str, taken: set[str]) -> str:
     return name
 
 
+def _task_payload(module: Any, row: Mapping[str, Any], task: VfTask) -> Any:
+    """The rollout's ``state["task"]`` as verifiers makes it of the row (0.2's ``flatten_task_input``: a payload
+    under ``info["task"]`` first, which its rubric hands the functions as ``task`` and field by field); a release
+    without it, or a row it refuses (a plain-text task label), keeps the row's ``task``, else the row."""
+    try:
+        flatten = importlib.import_module(f"{module.__name__}.types").flatten_task_input
+    except (ImportError, AttributeError):
+        flatten = None
+    if callable(flatten):
+        try:
+            return flatten(row)
+        except (ValueError, TypeError):
+            pass
+    return task.vf_task if task.vf_task is not None else dict(row)
+
+
 def _is_group_function(fn: Callable[..., Any], rubric: Any = None) -> bool:
     """Whether verifiers calls ``fn`` once per group: the rubric's own reading when it has one (0.2 also takes a
     function annotated to return a list as a group function, whatever its parameters), else by its parameters or
@@ -470,7 +486,7 @@ class VerifiersEnvironment(Environment):
             vf = state_type(input=row)  # 0.2: the inputs under "input", read through the State
         else:
             vf = dict(row)
-        vf["task"] = task.vf_task if task.vf_task is not None else dict(row)
+        vf["task"] = _task_payload(module, row, task)
         vf["prompt"] = self._messages(conversation[:opening])
         vf["completion"] = self._messages(conversation[opening:])
         # One trajectory step per model turn (what verifiers' stop conditions count); no live response objects.

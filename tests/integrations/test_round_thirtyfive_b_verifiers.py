@@ -99,3 +99,27 @@ class TestAGroupFunctionKnownByItsReturnAnnotationIsRefused:
             dataset=Dataset.from_list([{"question": "Say 7.", "answer": "7"}]), rubric=vf.Rubric(funcs=[said_seven])
         )
         assert [c.name for c in from_verifiers(env).reward.components] == ["said_seven"]
+
+
+def hits_target(completion, task, target) -> float:
+    """Reads the task payload a row carries under ``info["task"]``, as ``task`` and by its field names."""
+    text = completion[-1].content if hasattr(completion[-1], "content") else completion[-1]["content"]
+    return float(str(task["target"]) in text and target == task["target"])
+
+
+def load_targets():
+    rows = [{"question": "Say 7.", "answer": "7", "info": {"task": {"target": 7}}}]
+    return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), rubric=vf.Rubric(funcs=[hits_target]))
+
+
+class TestATaskPayloadInInfoIsTheRubricsTask:
+    """verifiers takes a row's ``info["task"]`` as the rollout's task payload (its ``state["task"]``, handed to the
+    rubric functions as ``task`` and field by field). ``from_verifiers`` handed them the whole row instead: a
+    function reading ``task["target"]`` or ``target`` raised on every rollout. The task is now what verifiers makes
+    of the row (its own ``flatten_task_input`` where the release has it)."""
+
+    def test_the_function_reads_the_payload(self):
+        env = from_verifiers(f"{__name__}:load_targets", ranges={"hits_target": (0, 1)})
+        record = play(env, env.task_rows()[0], ScriptedPolicy(lambda s, t: "It is 7."))[0]
+        assert record.status == "scored", record.error
+        assert record.components == {"hits_target": 1.0}
