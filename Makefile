@@ -72,7 +72,8 @@ $(eval $(call extra_venv,$(VF_VENV),verifiers))
 
 test-verifiers: $(VF_VENV)/.installed
 	$(VF_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py \
-		tests/integrations/test_verifiers_env_real.py tests/integrations/test_round_thirtythree_verifiers.py tests/integrations/test_round_thirtyfour_trainers.py
+		tests/integrations/test_verifiers_env_real.py tests/integrations/test_round_thirtythree_verifiers.py tests/integrations/test_round_thirtyfour_trainers.py \
+		tests/integrations/test_round_thirtyfive_b_verifiers.py
 	# The docs' verifiers examples, with the real package (the default venv skips the one that needs it).
 	$(VF_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k verifiers
 
