@@ -146,6 +146,13 @@ class VfTask(TaskRow):
     vf_task: Any = None
     example_id: int = 0
     columns: dict[str, Any] = Field(default_factory=dict)
+    #: The row's answer as the dataset holds it when it is not text (a number, a list of accepted answers): what
+    #: verifiers hands its rubric functions. ``answer`` is its text (what the scripted reference answers).
+    vf_answer: Any = None
+
+    def rubric_answer(self) -> Any:
+        """The ``answer`` verifiers' rubric functions and state get: the row's own value, else its text."""
+        return self.answer if self.vf_answer is None else self.vf_answer
 
 
 class VfState(EpisodeState):
@@ -249,6 +256,7 @@ def task_row(row: Mapping[str, Any], index: int) -> VfTask:
         vf_task=row.get("task"),
         example_id=int(example_id) if isinstance(example_id, int) else index,
         columns=columns,
+        vf_answer=None if answer is None or isinstance(answer, str) or json_problem(answer) else answer,
     )
 
 
@@ -476,7 +484,7 @@ class VerifiersEnvironment(Environment):
         row: dict[str, Any] = {
             **task.columns,  # the dataset's own columns, as verifiers' input row holds them
             "prompt": conversation[:opening],
-            "answer": task.answer,
+            "answer": task.rubric_answer(),
             "info": dict(task.info),
             "example_id": task.example_id,
         }
@@ -714,7 +722,7 @@ class _RubricCall:
             else {
                 "prompt": vf["prompt"],
                 "completion": vf["completion"],
-                "answer": task.answer,
+                "answer": task.rubric_answer(),
                 "state": vf,
                 "info": task.info,
                 "task": task.vf_task,

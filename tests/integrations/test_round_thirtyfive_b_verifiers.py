@@ -123,3 +123,36 @@ class TestATaskPayloadInInfoIsTheRubricsTask:
         record = play(env, env.task_rows()[0], ScriptedPolicy(lambda s, t: "It is 7."))[0]
         assert record.status == "scored", record.error
         assert record.components == {"hits_target": 1.0}
+
+
+def answer_listed(completion, answer) -> float:
+    """Reads the answer as the dataset holds it: a list of accepted answers, or a number."""
+    text = (completion[-1].content if hasattr(completion[-1], "content") else completion[-1]["content"]).strip()
+    if isinstance(answer, list):
+        return float(text in answer)
+    return float(text.isdigit() and int(text) == answer)
+
+
+def load_typed_answers():
+    rows = [{"question": "Say 7.", "answer": 7}, {"question": "Say 3.", "answer": 3}]
+    listed = [{"question": "Say seven.", "answer": ["7", "seven"]}]
+    return vf.SingleTurnEnv(
+        dataset=Dataset.from_list(rows), eval_dataset=Dataset.from_list(listed), rubric=vf.Rubric(funcs=[answer_listed])
+    )
+
+
+class TestAnAnswerThatIsNotTextReachesTheRubricAsItIs:
+    """verifiers hands a rubric function the row's ``answer`` as the dataset holds it (an int, a list of accepted
+    answers). ``from_verifiers`` handed it the answer's text (``"7"``, ``"['7', 'seven']"``): a function comparing
+    numbers, or testing membership in the list, silently scored 0 (a substring test on the list's text could score
+    1 for a wrong answer). ``VfTask.answer`` stays the text (the scripted reference answers it); ``vf_answer`` holds
+    the row's own value, the one the rubric functions get."""
+
+    def test_a_number_and_a_list_are_passed_as_they_are(self):
+        env = from_verifiers(f"{__name__}:load_typed_answers", ranges={"answer_listed": (0, 1)})
+        seven = env.task_rows()[0]
+        assert seven.answer == "7" and seven.vf_answer == 7
+        assert play(env, seven, ScriptedPolicy(lambda s, t: "7"))[0].components == {"answer_listed": 1.0}
+        (listed,) = env.task_rows("eval")
+        assert play(env, listed, ScriptedPolicy(lambda s, t: "seven"), "r1")[0].components == {"answer_listed": 1.0}
+        assert play(env, listed, ScriptedPolicy(lambda s, t: "seve"), "r2")[0].components == {"answer_listed": 0.0}
