@@ -90,7 +90,7 @@ $(VF03_VENV)/.installed: pyproject.toml
 
 test-verifiers-0.3: $(VF03_VENV)/.installed
 	$(VF03_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py \
-		tests/integrations/test_verifiers_env_real.py
+		tests/integrations/test_verifiers_env_real.py tests/integrations/test_round_thirtyfive_b_verifiers.py
 
 # The verl adapter through verl's NaiveRewardManager (verl pins an older transformers than the trl extra
 # and brings ray); the extra includes torch's CPU wheel.
