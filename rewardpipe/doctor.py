@@ -493,6 +493,23 @@ class _Watched:
             env.__dict__["_doctor_watch"] = watch
 
 
+def _hook_failed(env: Any, hook: str, exc: BaseException) -> str:
+    """``HOOK() failed: Type: message (at file:line)``: a hook's failure as doctor says it, with the line of the
+    user's file that raised (or, for the platform's word on what the hook did, where the hook is defined), as a run's
+    error record names it. Without it, doctor said a user's start(), execution_job(), scenarios(),
+    transcript_fields(), replay() or check_task() failed and not where, though the run's record of it did."""
+    from rewardpipe.episode import EpisodeError, hook_location
+    from rewardpipe.rewards.base import user_location
+
+    text = f"{type(exc).__name__}: {exc}"
+    where = user_location(exc)
+    if where is not None:
+        return f"{hook}() failed: {text} (at {where})"
+    defined = hook_location(getattr(env, "_doctor_env", env), hook)  # doctor plays a watching wrapper
+    said = text if isinstance(exc, EpisodeError) and f"{hook}()" in text else f"{hook}() failed: {text}"
+    return f"{said} ({hook}() is at {defined})" if defined and defined not in text else said
+
+
 def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, run_id: str) -> ScenarioRun:
     from rewardpipe.episode import ConversationError, converse, execution_job, start_episode
     from rewardpipe.policies import BoundedPlayer
@@ -514,7 +531,7 @@ def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, ru
             max_turns=turns,
         )
     except Exception as exc:  # noqa: BLE001
-        run.error = f"start() failed: {type(exc).__name__}: {exc}"
+        run.error = _hook_failed(env, "start", exc)
         return run
     try:
         state = converse(state, task, policy, env, pause=watch)
@@ -527,7 +544,7 @@ def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, ru
     try:
         run.job = execution_job(state, task, env)
     except Exception as exc:  # noqa: BLE001
-        run.error = f"execution_job() failed: {type(exc).__name__}: {exc}"
+        run.error = _hook_failed(env, "execution_job", exc)
     return run
 
 
@@ -558,7 +575,7 @@ def diagnose(
         try:
             scenarios = dict(env_scenarios(env, task))  # bounded by hook_timeout_s, as every hook is
         except Exception as exc:  # noqa: BLE001
-            diagnosis.add("scenario_failed", f"scenarios() failed: {type(exc).__name__}: {exc}")
+            diagnosis.add("scenario_failed", _hook_failed(env, "scenarios", exc))
             scenarios = {}
         except KeyboardInterrupt:
             raise
@@ -643,7 +660,7 @@ def _transcript_fields(env: Any, task: Any, run: ScenarioRun) -> None:
     one would have given and every field a transcript cannot hold, so each is a ``transcript_fields_failed``."""
     from pydantic import ValidationError
 
-    from rewardpipe.episode import EpisodeError, call_hook
+    from rewardpipe.episode import call_hook
     from rewardpipe.transcripts import ENVIRONMENT_FIELDS, _field_adapter
 
     def failed(message: str) -> None:
@@ -653,11 +670,8 @@ def _transcript_fields(env: Any, task: Any, run: ScenarioRun) -> None:
 
     try:
         given = call_hook(env, "transcript_fields", run.state, task)
-    except EpisodeError as exc:  # sys.exit() and the like, past hook_timeout_s: said by call_hook
-        failed(str(exc))
-        return
-    except Exception as exc:  # noqa: BLE001 - the environment's failure, this task's finding
-        failed(f"transcript_fields() failed: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the environment's failure (sys.exit(), past hook_timeout_s: call_hook's)
+        failed(_hook_failed(env, "transcript_fields", exc))
         return
     if not isinstance(given, dict):
         failed(f"transcript_fields() must return a dict, returned {type(given).__name__}")
@@ -699,7 +713,7 @@ def _replay(env: Any, task: Any, run: ScenarioRun) -> None:
         state = env_replay(env, task, list(run.state.messages))
         job = execution_job(state, task, env)
     except Exception as exc:  # noqa: BLE001 - the environment's failure, this task's finding
-        failed(f"replay() of the play's own messages failed: {type(exc).__name__}: {exc}")
+        failed(f"given the play's own messages, {_hook_failed(env, 'replay', exc)}")
         return
     played = [m.model_dump() for m in run.state.messages]
     replayed = [m.model_dump() for m in getattr(state, "messages", [])]
@@ -770,7 +784,7 @@ def _check_task(
             else:
                 diagnosis.add("environment", problem)
     except Exception as exc:  # noqa: BLE001
-        diagnosis.add("environment", f"check_task() failed: {type(exc).__name__}: {exc}")
+        diagnosis.add("environment", _hook_failed(env, "check_task", exc))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - sys.exit(), CancelledError: this task's finding, not doctor's end

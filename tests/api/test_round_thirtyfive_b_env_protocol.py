@@ -1,0 +1,124 @@
+"""Round thirty-five (second wave), the environment protocol: a user's own environment whose hooks misbehave, as
+``doctor`` says it. A run's error record of a failing hook names the line of the user's file to look at; doctor said
+only that start(), execution_job(), scenarios(), transcript_fields(), replay() or check_task() failed, not where."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+
+from rewardpipe import Environment, EpisodeState, Message, Reward, ScriptedPolicy, TaskRow, component
+from rewardpipe.doctor import diagnose
+
+HERE = Path(__file__).name
+
+
+class Fault(TaskRow):
+    fault: str = ""  # which hook goes wrong for this task
+
+
+@component(range=(0, 1), role="outcome")
+def won(state: EpisodeState) -> float:
+    return float(state.end_reason == "won")
+
+
+@component(range=(0, 1), role="shaping")
+def quick(state: EpisodeState) -> float:
+    return 1.0 / state.assistant_turns
+
+
+class Broken(Environment):
+    name = "broken"
+    version = "1"
+    task_model = Fault
+    state_model = EpisodeState
+    max_turns = 3
+    reward = Reward("broken", [won, quick])
+
+    def start(self, task):
+        if task.fault == "start":
+            raise ValueError("no board")  # LINE: start
+        if task.fault == "start_returns_dict":
+            return {"messages": []}
+        return self.state_model(messages=task.prompt_messages())
+
+    def on_policy_turn(self, state, task, text):
+        ending = text == "win" or state.assistant_turns >= 2
+        if ending and task.fault == "execution_job":
+            return state.evolve(next_action="execute", end_reason="won" if text == "win" else "slow")
+        if ending:
+            return state.evolve(next_action="score", end_reason="won" if text == "win" else "slow")
+        return state.evolve(next_action="env")
+
+    def respond(self, state, task, ctx):
+        return state.append(Message(role="user", content="go on"), next_action="policy")
+
+    def execution_job(self, state, task):
+        if state.next_action == "execute":
+            raise LookupError("no code to run")  # LINE: execution_job
+        return None
+
+    def transcript_fields(self, state, task):
+        if task.fault == "transcript_fields":
+            raise TypeError("no kinds")  # LINE: transcript_fields
+        return {}
+
+    def replay(self, task, messages):
+        if task.fault == "replay":
+            raise RuntimeError("no recording")  # LINE: replay
+        return super().replay(task, messages)
+
+    def check_task(self, task, runs):
+        if task.fault == "check_task":
+            raise ArithmeticError("no check")  # LINE: check_task
+        return []
+
+    def scenarios(self, task):
+        if task.fault == "scenarios":
+            raise KeyError("no players")  # LINE: scenarios
+        return {
+            "reference": ScriptedPolicy(lambda state, task: "win"),
+            "slow": ScriptedPolicy(lambda state, task: "wait"),
+        }
+
+
+class NoSandbox:
+    def run_batch(self, jobs, workers=None):
+        raise AssertionError("nothing is executed")
+
+
+def line_of(marker: str) -> int:
+    lines = Path(__file__).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.rstrip().endswith(f"# LINE: {marker}"))
+
+
+def findings(fault: str) -> list[str]:
+    (diagnosis,) = diagnose([Fault(task_id=fault, prompt="play", fault=fault)], Broken(), NoSandbox())
+    return [finding.message for finding in diagnosis.findings]
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ("start", "start() failed: ValueError: no board"),
+        ("execution_job", "execution_job() failed: LookupError: no code to run"),
+        ("scenarios", "scenarios() failed: KeyError: 'no players'"),
+        ("transcript_fields", "transcript_fields() failed: TypeError: no kinds"),
+        ("replay", "replay() failed: RuntimeError: no recording"),
+        ("check_task", "check_task() failed: ArithmeticError: no check"),
+    ],
+)
+def test_doctor_names_the_line_of_the_users_file_where_a_hook_raised(fault, said):
+    named = [message for message in findings(fault) if said in message]
+    assert named, findings(fault)
+    for message in named:  # the path is relative to the working directory: the file's name and line end it
+        assert f"{said} (at " in message and f"{HERE}:{line_of(fault)})" in message
+
+
+def test_doctor_names_where_a_hook_is_defined_when_the_platform_refuses_what_it_returned():
+    # No line of the user's raised: the platform said what start() returned, so where start() is defined is named.
+    defined = inspect.getsourcelines(Broken.start)[1]
+    named = [message for message in findings("start_returns_dict") if "start() returned dict" in message]
+    assert named and all("(start() is at " in message and f"{HERE}:{defined})" in message for message in named)
