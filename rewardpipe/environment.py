@@ -459,6 +459,9 @@ HOOKS = (
     "transcript_fields",
     "check_task",
     "configure",
+    # a function of the task, called before each model turn (a list attribute in its place serves every task): an
+    # async def one passed the check, and every rollout's policy then failed on a coroutine where the tools were
+    "tool_schemas",
 )
 
 

@@ -81,6 +81,13 @@ class ScriptedPolicy:
         if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1):
             raise ValueError(f"max_turns must be a positive integer, got {max_turns!r}")
         if callable(turns):
+            if inspect.iscoroutinefunction(turns) or inspect.iscoroutinefunction(type(turns).__call__):
+                # Called, never awaited (as a hook is): each turn was a coroutine that never ran, every rollout the
+                # scenario played a policy_error saying only "policy returned coroutine, not text".
+                raise TypeError(
+                    "a ScriptedPolicy's function is async def; a scripted player is called synchronously: define it "
+                    "with def (and run async code inside it with asyncio.run(...))"
+                )
             self.turns: tuple | None = None
             self.fn: TurnFn | None = turns
             try:

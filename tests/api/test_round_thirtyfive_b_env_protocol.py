@@ -11,6 +11,8 @@ import pytest
 
 from rewardpipe import Environment, EpisodeState, Message, Reward, ScriptedPolicy, TaskRow, component
 from rewardpipe.doctor import diagnose
+from rewardpipe.environment import check_environment
+from rewardpipe.runner import plan_step, run_slots
 
 HERE = Path(__file__).name
 
@@ -122,3 +124,37 @@ def test_doctor_names_where_a_hook_is_defined_when_the_platform_refuses_what_it_
     defined = inspect.getsourcelines(Broken.start)[1]
     named = [message for message in findings("start_returns_dict") if "start() returned dict" in message]
     assert named and all("(start() is at " in message and f"{HERE}:{defined})" in message for message in named)
+
+
+def test_an_async_tool_schemas_is_refused_when_the_environment_is_loaded_naming_it():
+    # Called as a hook before each model turn, never awaited: it passed the check, and every rollout's policy then
+    # failed on a coroutine where the tools were (the model's policy_error, for the environment's mistake).
+    class AsyncTools(Broken):
+        async def tool_schemas(self, task):
+            return []
+
+    with pytest.raises(ValueError, match=r"tool_schemas\(\) is async def"):
+        check_environment(AsyncTools())
+    check_environment(Broken())  # (the same environment with no such hook loads)
+
+
+def test_an_async_scripted_player_costs_only_its_tasks_rollouts_and_says_it_is_async():
+    async def player(state, task):
+        return "win"
+
+    with pytest.raises(TypeError, match="ScriptedPolicy's function is async def"):
+        ScriptedPolicy(player)
+
+    class AsyncPlayer(Broken):
+        def scenarios(self, task):
+            if task.fault == "async_player":
+                return {"reference": ScriptedPolicy(player)}
+            return super().scenarios(task)
+
+    env = AsyncPlayer()
+    tasks = [Fault(task_id="fine", prompt="p"), Fault(task_id="bad", prompt="p", fault="async_player")]
+    records = run_slots(plan_step(tasks, 0, 2, 2), policy=env.scripted_policy(), env=env, executor=None, run_id="r")
+    assert {r.status for r in records if r.task_id == "fine"} == {"scored"}
+    bad = [r for r in records if r.task_id == "bad"]
+    assert len(bad) == 2 and all(r.status == "error" and r.error.kind == "policy_error" for r in bad)
+    assert all("async def" in r.error.message for r in bad)
