@@ -255,16 +255,7 @@ def start_episode(
             f"{_returned_nothing(state)}; return an instance of the environment's state_model (the default "
             f"start(): self.state_model(messages=task.prompt_messages()))"
         )
-    model = getattr(env, "state_model", None)
-    if isinstance(model, type) and not isinstance(state, model):
-        # On AWS the state is read back between turns with the environment's state_model: a start() building
-        # another class (a parent's state, one of another environment) ran locally with its fields and on AWS
-        # with the model's, or failed there on a field the model does not have.
-        raise EpisodeError(
-            f"environment '{env.name}': start() returned a {type(state).__name__}, not the environment's "
-            f"state_model {model.__name__} (on AWS the state is read back with it between turns); build it with "
-            f"self.state_model(...), or declare state_model = {type(state).__name__}"
-        )
+    _check_state_model(state, env, "start")
     if not isinstance(state.messages, list) or not all(isinstance(m, Message) for m in state.messages):
         odd = (
             state.messages
@@ -300,6 +291,22 @@ def start_episode(
         # filtered) a scored context_limit (or content_filter), a 0 for a turn the model never took.
         opening_turns=sum(1 for message in state.messages if message.role == "assistant"),
     )
+
+
+def _check_state_model(state: EpisodeState, env: Environment, hook: str) -> None:
+    """On AWS the state is read back between turns with the environment's ``state_model``: a hook returning another
+    class (a parent's state, one of another environment, a state rebuilt by a helper of another environment) ran
+    locally with its fields and on AWS with the model's, or failed there on a field the model does not have. Asked of
+    ``start()`` and of every later hook's state (round thirty-five: only ``start()``'s was, so an ``on_policy_turn``
+    or ``respond`` switching the class played on locally, ``run`` and ``doctor`` scoring what AWS would not)."""
+    model = getattr(env, "state_model", None)
+    if isinstance(model, type) and not isinstance(state, model):
+        raise EpisodeError(
+            f"environment '{env.name}': {hook}() returned a {type(state).__name__}, not the environment's "
+            f"state_model {model.__name__} (on AWS the state is read back with it between turns); build it with "
+            f"self.state_model(...) or change the state it was given (state.evolve(...)), or declare "
+            f"state_model = {type(state).__name__}"
+        )
 
 
 def _returned_nothing(value: Any) -> str:
@@ -466,6 +473,7 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], bef
             f"{_returned_nothing(new)}; return the state it was given, changed: state.evolve(next_action=...) "
             f"or state.append(Message(...), next_action=...)"
         )
+    _check_state_model(new, env, hook)
     if new.next_action not in allowed:
         raise EpisodeError(
             f"environment '{env.name}': {hook}() left next_action {new.next_action!r}; it must be "

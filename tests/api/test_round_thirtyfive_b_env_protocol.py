@@ -158,3 +158,35 @@ def test_an_async_scripted_player_costs_only_its_tasks_rollouts_and_says_it_is_a
     bad = [r for r in records if r.task_id == "bad"]
     assert len(bad) == 2 and all(r.status == "error" and r.error.kind == "policy_error" for r in bad)
     assert all("async def" in r.error.message for r in bad)
+
+
+class Counted(EpisodeState):
+    waits: int = 0
+
+
+class Rebuilt(EpisodeState):  # a state class of another environment, with the same base fields
+    pass
+
+
+class Switching(Broken):
+    """Its respond() hands back another class than its state_model for one task (a helper of another environment
+    rebuilding the state): locally it played on; on AWS the state is read back with the state_model."""
+
+    state_model = Counted
+
+    def respond(self, state, task, ctx):
+        new = state.append(Message(role="user", content="go on"), next_action="policy", waits=state.waits + 1)
+        return Rebuilt.model_validate(new.model_dump(exclude={"waits"})) if task.fault == "switch" else new
+
+
+def test_a_later_hook_returning_another_class_than_the_state_model_costs_its_rollout_naming_the_hook():
+    env = Switching()
+    tasks = [Fault(task_id="fine", prompt="p"), Fault(task_id="bad", prompt="p", fault="switch")]
+    policy = ScriptedPolicy(["wait", "win"])
+    records = run_slots(plan_step(tasks, 0, 2, 2), policy=policy, env=env, executor=None, run_id="r")
+    assert {r.status for r in records if r.task_id == "fine"} == {"scored"}
+    bad = [r for r in records if r.task_id == "bad"]
+    assert len(bad) == 2 and all(r.status == "error" and r.error.kind == "simulator_error" for r in bad)
+    for record in bad:
+        assert "respond() returned a Rebuilt, not the environment's state_model Counted" in record.error.message
+        assert f"{HERE}:{inspect.getsourcelines(Switching.respond)[1]})" in record.error.message
