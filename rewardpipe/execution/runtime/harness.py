@@ -29,6 +29,20 @@ class HarnessError(Exception):
     """The hidden tests themselves are unusable (an infrastructure/dataset fault, never the model's)."""
 
 
+class ModelBaseException(BaseException):
+    """What the model's code raised when that is no ``Exception`` (``SystemExit``, ``KeyboardInterrupt``,
+    ``GeneratorExit``, a ``BaseException`` subclass of its own), rebuilt in the trusted runner. As in one process,
+    ``except Exception`` and ``assertRaises(Exception)`` do not catch it (round thirty-five: they caught the ordinary
+    error it arrived as, so a wrong answer that called ``sys.exit()`` passed tests expecting an error); unittest
+    records it as the test's error, and where it ends the test run in one process (a class or module fixture, a
+    cleanup of theirs, the tests' module-level code) the run ends there, a failure of the model's."""
+
+
+class ModelSystemExit(SystemExit, ModelBaseException):
+    """The model's ``SystemExit`` with its ``code``: ``assertRaises(SystemExit)`` catches it, as in one process (a right
+    command-line answer whose argparse exits with status 2 failed such a test)."""
+
+
 class UndefinedName(HarnessError):
     """The hidden tests' module-level code read ``name``, which neither they nor the model's code define. From one
     job alone this is broken tests (a typo) or an answer that left out a name the tests need (a class, a constant):
@@ -327,6 +341,16 @@ class CountingResult(unittest.TestResult):
                 text = "<unprintable>"
             self.first_failure = f"{_test_name(test)}: {kind.__name__}: {text}"[:600]
 
+    def ended_by(self, exc: BaseException) -> None:
+        """The model's :class:`ModelBaseException` ended the run outside a test method."""
+        self.fixture_problems += 1
+        if not self.first_failure:
+            try:
+                text = str(exc)
+            except Exception:  # noqa: BLE001 - a hostile __str__ must not break the harness
+                text = "<unprintable>"
+            self.first_failure = f"the model's code ended the test run: {type(exc).__name__}: {text}"[:600]
+
     def _count_fixture(self, test) -> None:
         if not isinstance(test, unittest.TestCase):  # unittest's _ErrorHolder for a fixture or a cleanup
             self.fixture_problems += 1
@@ -401,6 +425,11 @@ def run_suite(suite: unittest.TestSuite, module) -> CountingResult:
     result = CountingResult()
     try:
         suite.run(result)
+    except ModelBaseException as exc:
+        # unittest's fixtures catch only ``Exception``: the model's SystemExit (or other) from setUpClass, a class or
+        # module cleanup or tearDownModule ends the whole run, as it ends ``python -m unittest``; what has not run has
+        # not passed.
+        result.ended_by(exc)
     finally:
         if previous is None:
             sys.modules.pop(name, None)

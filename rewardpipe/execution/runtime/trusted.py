@@ -77,6 +77,15 @@ class RemoteError(Exception):
     """The model's code raised something that has no trusted counterpart (re-raised as this)."""
 
 
+def _not_an_exception(cls) -> type | None:
+    """What stands here for a built-in exception class that is no ``Exception`` (SystemExit, KeyboardInterrupt,
+    GeneratorExit, BaseException itself): harness.ModelSystemExit for SystemExit, else harness.ModelBaseException
+    (never KeyboardInterrupt itself, which unittest lets through to end the runner's whole run)."""
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)) or issubclass(cls, Exception):
+        return None
+    return harness.ModelSystemExit if issubclass(cls, SystemExit) else harness.ModelBaseException
+
+
 class Connection:
     def __init__(self, wfd: int, rfd: int):
         self.wfd = wfd
@@ -561,8 +570,10 @@ class Connection:
         for candidate in (name if module == "builtins" else None, info.get("base")):
             cls = getattr(builtins, str(candidate), None) if candidate else None
             # Only ordinary built-in exceptions are re-raised as themselves; BaseException-only
-            # classes (SystemExit, KeyboardInterrupt) would stop the trusted runner itself.
-            if isinstance(cls, type) and issubclass(cls, Exception):
+            # classes (SystemExit, KeyboardInterrupt) would stop the trusted runner itself: they arrive as
+            # harness.ModelBaseException, which no ``except Exception`` catches either.
+            cls = _not_an_exception(cls) or cls
+            if isinstance(cls, type) and issubclass(cls, (Exception, harness.ModelBaseException)):
                 rebuilt = _rebuilt_exception(cls, info, message, call=True)
                 if rebuilt is not None:
                     return rebuilt
@@ -610,7 +621,10 @@ def _constructs_without_code(cls: type) -> bool:
     """Whether calling ``cls`` runs no Python code: every class of its ancestry is built in or a local copy of the
     model's (a standard base such as ``json.JSONDecodeError`` has an ``__init__`` of its own, never run on the
     model's values here)."""
-    return all(klass.__module__ in ("builtins", "solution") for klass in cls.__mro__)
+    return all(
+        klass.__module__ in ("builtins", "solution") or klass in (harness.ModelBaseException, harness.ModelSystemExit)
+        for klass in cls.__mro__
+    )
 
 
 def _instance(cls: type[BaseException], message: str, call: bool) -> BaseException:
@@ -2028,7 +2042,7 @@ def _local_exception_classes(exports: dict) -> dict[str, type]:
     def _local_class(name: str, info: dict, trail: frozenset) -> type:
         base = getattr(builtins, str(info.get("base", "Exception")), Exception)
         if not (isinstance(base, type) and issubclass(base, Exception)):
-            base = Exception
+            base = _not_an_exception(base) or Exception
         if base.__name__ in _LOOP_CONTROL_EXCEPTIONS:
             base = RuntimeError
         parents = info.get("parents")
@@ -2074,6 +2088,11 @@ def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> dict:
         verdict["model_fault"] = isinstance(exc, harness.MissingEntryPoint)
         if isinstance(exc, harness.UndefinedName):
             verdict["undefined_name"] = exc.name
+    except harness.ModelBaseException as exc:
+        # The model's SystemExit (or other) raised where nothing of the tests' ran it as a test (a load_tests hook): it
+        # ends the run as in one process, the model's failure, never the harness's.
+        verdict["harness_error"] = f"the model's code ended the test run: {type(exc).__name__}"
+        verdict["model_fault"] = True
     except BaseException as exc:  # noqa: BLE001 - any surprise here is a harness fault, reported as such
         verdict["harness_error"] = f"trusted harness crashed: {type(exc).__name__}: {exc}"[:1000]
     _write_verdict(verdict_fd, verdict)
@@ -2490,7 +2509,7 @@ def _own_changes(expected_state: dict | None) -> str | None:
 
 
 def _load_failure_is_the_models(
-    conn: Connection, exc: Exception, names: frozenset, calls_before: int, source: str
+    conn: Connection, exc: BaseException, names: frozenset, calls_before: int, source: str
 ) -> bool:
     """Whether the hidden tests' module-level code failed because of the model's code: it called into it; or
     the statement that failed reads a name bound from the model's namespace (``math`` bound to another module
@@ -3076,7 +3095,7 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
     candidate = namespace.get(entry_point, harness.MISSING)  # before the tests' own names (a ``def check``)
     try:
         exec(code, module.__dict__)
-    except Exception as exc:  # noqa: BLE001
+    except (Exception, harness.ModelBaseException) as exc:  # noqa: BLE001
         # Module-level test code that calls into the model, or reads a name the model's code gave it, can fail
         # because of the model.
         if _load_failure_is_the_models(conn, exc, names, calls_before_tests, tests):

@@ -198,8 +198,10 @@ def _standard_base(cls) -> list | None:
 
 
 def _builtin_base(cls) -> str:
+    """The first built-in exception class of ``cls``'s ancestry: ``SystemExit`` or ``BaseException`` too, which the
+    trusted side rebuilds as no ``Exception`` (round thirty-five: each was reported as an ``Exception``)."""
     for klass in cls.__mro__:
-        if klass.__module__ == "builtins" and issubclass(klass, Exception):
+        if klass.__module__ == "builtins" and issubclass(klass, BaseException):
             return klass.__name__
     return "Exception"
 
@@ -220,7 +222,7 @@ def describe_exception(exc: BaseException, depth: int = 0, handles: Handles | No
     info: dict[str, object] = {
         "type": cls.__name__,
         "module": str(getattr(cls, "__module__", "")),
-        "base": _builtin_base(cls) if isinstance(exc, Exception) else "",
+        "base": _builtin_base(cls),
         "msg": message[:2000],
     }
     if (
