@@ -218,6 +218,7 @@ def process_state_findings(tree: ast.Module) -> list[str]:
     standard input the tests set is the trusted process's only, and correct code fails the test."""
     found = []
     aliases = _import_aliases(tree)
+    modules = _imported_modules(tree)
     for node in ast.walk(tree):
         what = None
         if isinstance(node, ast.Call):
@@ -241,6 +242,8 @@ def process_state_findings(tree: ast.Module) -> list[str]:
                 what = f"patches {_patch_target(node)} in the tests' process"
             elif dotted == "setattr" and target is not None and _resolved(_dotted(target), aliases) == "builtins":
                 what = "replaces a built-in of the tests' process"
+            elif dotted == "setattr" and target is not None and _dotted(target) in modules:
+                what = f"replaces an attribute of the module {modules[_dotted(target)]} in the tests' process"
             else:
                 what = next((text for name, text in _PROCESS_STATE_CALLS.items() if _matches(dotted, name)), None)
         elif isinstance(node, (ast.Assign, ast.AugAssign)):
@@ -252,6 +255,7 @@ def process_state_findings(tree: ast.Module) -> list[str]:
                 what = what or next(
                     (text for name, text in _PROCESS_STATE_NAMES.items() if _matches(dotted, name)), None
                 )
+                what = what or _module_attribute_replaced(target, modules)
         if what:
             found.append(
                 f"tests line {getattr(node, 'lineno', 0)}: the test {what}, but under split trust the model's "
@@ -260,6 +264,34 @@ def process_state_findings(tree: ast.Module) -> list[str]:
                 "trust_mode='inprocess' (weaker)"
             )
     return found
+
+
+def _imported_modules(tree: ast.Module) -> dict[str, str]:
+    """The names the tests bind to a whole module by ``import`` (``import time``, ``import os.path as osp``), with the
+    module each stands for; never the model's own module, whose names the tests' patches do reach."""
+    modules: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                bound = alias.asname or alias.name.partition(".")[0]
+                module = alias.name if alias.asname else bound
+                if module.partition(".")[0] != _MODEL_MODULE:
+                    modules[bound] = module
+    return modules
+
+
+def _module_attribute_replaced(target: ast.AST, modules: dict[str, str]) -> str | None:
+    """``time.time = fake`` or ``math.pi = 3`` in the tests (round thirty-five, third wave): as a ``mock.patch`` of it,
+    the model's code, in its own process with its own copy of the module, never sees the change, and the run gave no
+    sign of it (a right answer's silent 0). ``sys.stdout``/``sys.stderr`` are left: what the model prints is replayed
+    into the tests' process."""
+    if not isinstance(target, ast.Attribute):
+        return None
+    first, dot, rest = _dotted(target.value).partition(".")
+    if first not in modules:
+        return None
+    replaced = f"{modules[first]}{dot}{rest}.{target.attr}"
+    return None if replaced in _REPLAYED_PATCH_TARGETS else f"replaces {replaced} in the tests' process"
 
 
 # Calls that measure, in the process they run in, the code called after them (round thirty-two): its CPU time, its

@@ -20,6 +20,7 @@ import unittest
 import pytest
 
 from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution.shape_lint import shape_findings
 from tests.security import test_round_thirtyone_sandbox as thirtyone
 
 executor = thirtyone.executor
@@ -146,3 +147,44 @@ def test_the_runner_stays_sound_after_a_run_an_exit_ended(executor):
     right = "def f(x):\n    return x * x\n"
     result = thirtyone._run(executor, "next", right, ENDING_THE_RUN["tearDownModule"].replace("f(-1)", "f(1)"), "f")
     assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+# --- a standard module's attribute the tests rebind by hand ---------------------------------------------------------
+# ``time.time = fake`` (or ``setattr(math, "pi", 3)``) is what ``mock.patch("time.time")`` does, but by plain
+# assignment: the model's code, with its own copy of the module in its own process, never sees it, and where the patch
+# is a loud error naming the fallback, this was a right answer's silent 0 that doctor did not mention. (Not made an
+# error at run time: the tests of round thirty-five's first wave rebind module attributes around calls the model's
+# answer never reads, and must pass.)
+REBOUND = {
+    "assigned": (
+        "import time\ndef f():\n    return time.time()\n",
+        "import time, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        real = time.time\n"
+        "        time.time = lambda: 5.0\n        try:\n            self.assertEqual(f(), 5.0)\n        finally:\n"
+        "            time.time = real\n",
+    ),
+    "setattr under another name": (
+        "import math\ndef f(r):\n    return math.pi * r * r\n",
+        "import math as m, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        real = m.pi\n"
+        "        setattr(m, 'pi', 3)\n        try:\n            self.assertEqual(f(2), 12)\n        finally:\n"
+        "            m.pi = real\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REBOUND))
+def test_doctor_names_a_module_attribute_the_tests_rebind(executor, case):
+    code, tests = REBOUND[case]
+    assert _passes_in_one_process(code, tests)
+    result = thirtyone._run(executor, "rebound", code, tests, entry_point="f")
+    assert result.status is not ExecutionStatus.PASSED  # the model's process never sees the change
+    findings = shape_findings(tests)
+    assert any("never sees it" in finding and "in the tests' process" in finding for finding in findings), findings
+
+
+def test_doctor_leaves_the_replayed_streams_and_the_models_module():
+    tests = (
+        "import io, sys, unittest\nimport solution\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+        "        sys.stdout = buffer = io.StringIO()\n        solution.LIMIT = 3\n        f()\n"
+        "        sys.stdout = sys.__stdout__\n        self.assertEqual(buffer.getvalue(), 'x\\n')\n"
+    )
+    assert not [finding for finding in shape_findings(tests) if "never sees it" in finding]
