@@ -25,7 +25,8 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from operator import attrgetter
 from typing import Any
 
@@ -155,21 +156,48 @@ def check_name(name: Any, what: str = "component") -> str:
     return name
 
 
-def check_range(value_range: Any, name: str) -> tuple[float, float]:
-    if isinstance(value_range, (str, bytes)):
-        raise ComponentDefinitionError(f"component '{name}': range must be two numbers (lo, hi), got {value_range!r}")
+def _two_numbers(value_range: Any) -> tuple[float, float] | None:
+    """``(lo, hi)`` as floats when ``value_range`` is an ordered pair of real numbers, else None. Real numbers only,
+    as for a weight: ``float()`` took ``"0"`` and ``True``, so ``range=("0", "1")`` or ``(False, True)`` was silently
+    read as ``(0.0, 1.0)``; a set or a mapping has no order to read lo and hi from."""
+    if isinstance(value_range, (str, bytes, AbstractSet, Mapping)):
+        return None
     try:
         lo, hi = value_range
-        lo, hi = float(lo), float(hi)
     except (TypeError, ValueError):
-        raise ComponentDefinitionError(
-            f"component '{name}': range must be two numbers (lo, hi), got {value_range!r}"
-        ) from None
+        return None
+    low, high = bounded.real_number(lo), bounded.real_number(hi)
+    return None if low is None or high is None else (low, high)
+
+
+def check_range(value_range: Any, name: str) -> tuple[float, float]:
+    bounds = _two_numbers(value_range)
+    if bounds is None:
+        raise ComponentDefinitionError(f"component '{name}': range must be two numbers (lo, hi), got {value_range!r}")
+    lo, hi = bounds
     if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
         raise ComponentDefinitionError(
             f"component '{name}': range must be two finite numbers with lo < hi, got {value_range!r}"
         )
     return lo, hi
+
+
+def check_returns_a_value(fn: Any, name: str) -> None:
+    """Refuse, when the component is defined, a function that cannot return a value: a generator function (sync or
+    async) hands back a generator, so every sample it scored was a ``component_raised`` error record; a component
+    given to ``@component`` again has no parameters of its own to read inputs by."""
+    if isinstance(fn, Component):
+        raise ComponentDefinitionError(
+            f"component '{name}': {fn.name!r} is already a component; decorate the function once (use "
+            f".replace(...) to change its settings)"
+        )
+    target = inspect.unwrap(fn)
+    if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+        kind = "an async generator" if inspect.isasyncgenfunction(target) else "a generator"
+        raise ComponentDefinitionError(
+            f"component '{name}'{_where(fn)}: {getattr(target, '__name__', repr(target))} is {kind} function "
+            f"(it uses yield): a component returns one number (or None), so return the value instead of yielding it"
+        )
 
 
 def check_weight(weight: Any, name: str) -> float:
@@ -302,6 +330,7 @@ class Component:
         timeout_s = check_timeout(timeout_s, name)
         if not callable(fn):
             raise ComponentDefinitionError(f"component '{name}': {fn!r} is not a function")
+        check_returns_a_value(fn, name)
         value_range = check_range(value_range, name)
         if role is None:
             role = "penalty" if value_range[1] == 0.0 and value_range[0] < 0.0 else "shaping"
@@ -401,6 +430,8 @@ def component(
     yourself is never bounded."""
 
     def decorate(function: Callable[..., Any]) -> Component:
+        if isinstance(function, Component):  # it has no __name__: say what it is, not that it needs a name
+            check_returns_a_value(function, function.name)
         label = name if name is not None else getattr(function, "__name__", None)
         if label is None or label == "<lambda>":
             raise ComponentDefinitionError(
