@@ -30,7 +30,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
@@ -109,6 +109,22 @@ def find_reference(sample: Sample) -> Any:
     if isinstance(reference, dict) and set(reference) == {"text"}:
         reference = reference["text"]
     return reference
+
+
+def misnamed_reference(sample: Sample) -> str | None:
+    """What is wrong with a sample that carries its reference answer under ``reference`` (the name a
+    ``rewardpipe score`` file and :func:`rewardpipe.testing.check_reward` use) rather than ``reference_answer``,
+    and no ``reference_answer``: the field was kept as an unknown extra and never read, so every such sample was
+    a ``bad_reference`` "reference answer is not a number: None", not naming the field that was there."""
+    if find_reference(sample) is not None:
+        return None
+    for where, fields in (("", sample.model_extra or {}), ("metadata.", sample.metadata or {})):
+        if fields.get("reference") is not None:
+            return (
+                f"field '{where}reference' is not read: a sample's reference answer is 'reference_answer' (at the top "
+                f"level or in metadata)"
+            )
+    return None
 
 
 def code_reference(sample: Sample) -> Any:
@@ -254,8 +270,11 @@ def score_samples(
     reward = reward_name.with_weights(weights) if isinstance(reward_name, Reward) else get_reward(reward_name, weights)
     if isinstance(samples, dict):
         samples = [samples]
+    if isinstance(samples, (tuple, Generator)):  # a Python caller's batch: one answer per sample
+        samples = list(samples)
     if not isinstance(samples, list):
         return [_error_output(None, "malformed_event", f"expected a list of samples, got {type(samples).__name__}")]
+    reads_reference = "reference" in reward.reads
 
     def out_of_time() -> bool:
         return answer_by is not None and time.monotonic() >= answer_by
@@ -277,6 +296,10 @@ def score_samples(
             continue
         if not has_answer(valid.messages):  # the check `rewardpipe score` makes: no answer is bad input, not a 0
             parsed.append((sample_id, None, f"malformed sample: {NO_ANSWER}"))
+            continue
+        misnamed = misnamed_reference(valid) if reads_reference else None
+        if misnamed:
+            parsed.append((sample_id, None, f"malformed sample: {misnamed}"))
             continue
         parsed.append((sample_id, valid, None))
 

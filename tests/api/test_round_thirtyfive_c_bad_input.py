@@ -47,3 +47,40 @@ def test_a_component_decorated_twice_is_named_as_such():
     once = component(range=(0, 1), role="outcome")(_answer)
     with pytest.raises(ComponentDefinitionError, match="'_answer' is already a component"):
         component(range=(0, 1), role="shaping")(once)
+
+
+# -- score_samples, the library's batch scorer ----------------------------------------------------------------------
+
+
+def _sample(**fields):
+    messages = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "#### 4"}]
+    return {"messages": messages, **fields}
+
+
+def _error_kinds(answers):
+    return [[m["name"] for m in a["metrics_list"] if m["name"].startswith("error_")] for a in answers]
+
+
+@pytest.mark.parametrize("batch", [tuple, lambda items: (item for item in items)], ids=["tuple", "generator"])
+def test_a_batch_given_as_a_tuple_or_generator_is_answered_sample_by_sample(batch):
+    from rewardpipe.single_turn import score_samples
+
+    answers = score_samples(batch([_sample(id="a", reference_answer="4"), _sample(id="b", reference_answer="5")]))
+    assert [a["id"] for a in answers] == ["a", "b"]  # one answer each, not one malformed_event for the batch
+    assert [a["aggregate_reward_score"] for a in answers] == [1.5, 0.5]
+    assert _error_kinds(answers) == [[], []]
+
+
+@pytest.mark.parametrize(
+    "fields", [{"reference": "4"}, {"metadata": {"reference": "4"}}], ids=["top level", "in metadata"]
+)
+def test_a_reference_under_the_files_field_name_is_named_not_read_as_no_reference(fields):
+    from rewardpipe.single_turn import Sample, misnamed_reference, score_samples
+
+    problem = misnamed_reference(Sample.model_validate(_sample(**fields)))
+    where = "metadata.reference" if "metadata" in fields else "'reference'"
+    assert problem is not None and where in problem and "'reference_answer'" in problem
+    (answer,) = score_samples([_sample(**fields)])
+    assert _error_kinds([answer]) == [["error_malformed_sample"]]  # was error_bad_reference: "not a number: None"
+    # with reference_answer given, a stray `reference` is only an extra field, as before
+    assert misnamed_reference(Sample.model_validate(_sample(reference_answer="4", **fields))) is None
