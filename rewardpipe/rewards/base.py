@@ -505,7 +505,7 @@ class Reward:
         self._diagnostics = _hook(diagnostics, f"reward '{name}' diagnostics")
         self._explain = _hook(explain_error, f"reward '{name}' explain_error")
         self._set_components(self.components)
-        if weights:
+        if weights is not None:  # checked even when empty or falsy: weights=0 was silently no weights
             self._set_components(self.with_weights(weights).components)
 
     def _set_components(self, components: tuple[Component, ...]) -> None:
@@ -618,12 +618,19 @@ class Reward:
 
     def with_weights(self, weights: Mapping[str, float] | None) -> Reward:
         """A copy with some weights overridden; unknown names are an error, not silently ignored."""
+        if weights is None:
+            return self
+        if not isinstance(weights, Mapping):  # a list of names or pairs was read as names, or failed on .items()
+            raise TypeError(
+                f"reward '{self.name}': weights must be a mapping of component name to weight, such as "
+                f"{{{self.component_names[0]!r}: 0.5}}, got {type(weights).__name__} {weights!r:.200}"
+            )
         if not weights:
             return self
         unknown = set(weights) - set(self.component_names)
         if unknown:
             raise ValueError(
-                f"reward '{self.name}' has no component(s) {sorted(unknown)}; known: {self.component_names}"
+                f"reward '{self.name}' has no component(s) {sorted(unknown, key=repr)}; known: {self.component_names}"
             )
         checked: dict[str, float] = {}
         for name, value in weights.items():

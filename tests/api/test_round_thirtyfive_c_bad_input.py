@@ -84,3 +84,29 @@ def test_a_reference_under_the_files_field_name_is_named_not_read_as_no_referenc
     assert _error_kinds([answer]) == [["error_malformed_sample"]]  # was error_bad_reference: "not a number: None"
     # with reference_answer given, a stray `reference` is only an extra field, as before
     assert misnamed_reference(Sample.model_validate(_sample(reference_answer="4", **fields))) is None
+
+
+# -- weights given as something other than a mapping --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("weights", [["format"], [("format", 0.5)], "format=0.5", 0], ids=repr)
+def test_weights_that_are_not_a_mapping_are_refused_naming_what_was_given(weights):
+    from rewardpipe import Reward
+    from rewardpipe.rewards import get_reward
+
+    gsm8k = get_reward("gsm8k")
+    for make in (
+        lambda: gsm8k.with_weights(weights),
+        lambda: get_reward("gsm8k", weights),
+        lambda: Reward("mine", gsm8k.components, weights),
+    ):
+        with pytest.raises(TypeError, match="weights must be a mapping of component name to weight") as raised:
+            make()
+        assert type(weights).__name__ in str(raised.value)
+
+
+def test_unknown_weight_names_of_mixed_types_are_listed_not_a_sorting_error():
+    from rewardpipe.rewards import get_reward
+
+    with pytest.raises(ValueError, match=r"has no component\(s\) .*'x'.*; known: \['format', 'answer_correct'\]"):
+        get_reward("gsm8k").with_weights({1: 1.0, "x": 2.0})
