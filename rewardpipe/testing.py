@@ -120,9 +120,37 @@ def _input(
     if messages is None:
         if completion is None:
             raise ValueError("a sample needs 'completion' or 'messages'")
+        if not isinstance(completion, str):
+            raise ValueError(f"'completion' must be the answer's text, got {type(completion).__name__} {completion!r:.80}")
         messages = [Message(role="assistant", content=completion)]
-    messages = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise ValueError(f"'messages' must be a list of messages {{'role', 'content'}}, got {type(messages).__name__}")
+    messages = [_message(position, m) for position, m in enumerate(messages)]
     return ScoringInput(execution=execution, reference=reference, messages=messages, task=task, state=state)
+
+
+def _message(position: int, message: Any) -> Any:
+    from pydantic import ValidationError
+
+    from rewardpipe.models import Message, field_error
+
+    if isinstance(message, Message):
+        return message
+    try:
+        return Message.model_validate(message)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ValueError(field_error({**first, "loc": (f"messages[{position}]", *first["loc"])})) from None
+
+
+def _sample_input(index: int, sample: Mapping[str, Any]) -> Any:
+    """:func:`_input` for the ``index``-th sample; a sample it cannot read (a message whose content is a number, a
+    role that is none) is a ValueError naming the sample and the field, where pydantic's error named neither."""
+    fields = ("completion", "messages", "reference", "task", "state", "execution")
+    try:
+        return _input(*(sample.get(field) for field in fields))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"sample {index}: {exc}") from None
 
 
 def _given(data: Any) -> dict[str, Any]:
@@ -195,17 +223,7 @@ def check_reward(
             )
         if "reference" not in sample and missing_reference(reward) is not None:
             raise ValueError(f"sample {index}: {missing_reference(reward)}")
-    inputs = [
-        _input(
-            s.get("completion"),
-            s.get("messages"),
-            s.get("reference"),
-            s.get("task"),
-            s.get("state"),
-            s.get("execution"),
-        )
-        for s in samples
-    ]
+    inputs = [_sample_input(index, s) for index, s in enumerate(samples)]
     if not inputs:
         raise AssertionError("check_reward needs at least one sample")
     given = [_given(data) for data in inputs]

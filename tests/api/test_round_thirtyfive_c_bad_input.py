@@ -110,3 +110,24 @@ def test_unknown_weight_names_of_mixed_types_are_listed_not_a_sorting_error():
 
     with pytest.raises(ValueError, match=r"has no component\(s\) .*'x'.*; known: \['format', 'answer_correct'\]"):
         get_reward("gsm8k").with_weights({1: 1.0, "x": 2.0})
+
+
+# -- check_reward's samples --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        ({"completion": 5}, "sample 1: 'completion' must be the answer's text, got int"),
+        ({"messages": "4"}, "sample 1: 'messages' must be a list of messages"),
+        ({"messages": [{"role": "user", "content": "q"}, {"role": "bot", "content": "4"}]}, "field 'messages[1].role'"),
+        ({"messages": [{"role": "assistant", "content": 4}]}, "field 'messages[0].content'"),
+    ],
+)
+def test_check_reward_names_the_sample_and_field_it_cannot_read(bad, named):
+    from rewardpipe.testing import check_reward
+
+    with pytest.raises(ValueError) as raised:
+        check_reward("gsm8k", [{"completion": "#### 4", "reference": "4"}, {**bad, "reference": "4"}])
+    assert named in str(raised.value)
+    assert "validation error for" not in str(raised.value)  # not pydantic's report of a model the user never named
