@@ -121,7 +121,8 @@ def _input(
         if completion is None:
             raise ValueError("a sample needs 'completion' or 'messages'")
         if not isinstance(completion, str):
-            raise ValueError(f"'completion' must be the answer's text, got {type(completion).__name__} {completion!r:.80}")
+            kind = type(completion).__name__
+            raise ValueError(f"'completion' must be the answer's text, got {kind} {completion!r:.80}")
         messages = [Message(role="assistant", content=completion)]
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise ValueError(f"'messages' must be a list of messages {{'role', 'content'}}, got {type(messages).__name__}")
