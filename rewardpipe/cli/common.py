@@ -8,8 +8,10 @@ import functools
 import hashlib
 import inspect
 import json
+import math
 import os
 import platform
+import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -110,18 +112,26 @@ def refuse_unrunnable_tests(path: Path, tasks: list[Any]) -> None:
         fail(f"{path}: {'; '.join(broken[:5])}{more} (`rewardpipe doctor --tasks {path}` checks a task file)")
 
 
+# A weight as a person writes it: float() also took "1_0" (10.0) and digits of other scripts ("٣", 3.0), which
+# read as something else than the value used. "nan" and "inf" pass here to be named as not finite.
+_WEIGHT_NUMBER = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)", re.IGNORECASE
+)
+
+
 def parse_weights(pairs: list[str]) -> dict[str, float]:
-    weights = {}
+    weights: dict[str, float] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
-        try:
-            if not sep or not name.strip():
-                raise ValueError
-            weights[name.strip()] = float(value)
-        except ValueError:
+        name, number = name.strip(), value.strip()
+        if not sep or not name or not _WEIGHT_NUMBER.fullmatch(number):
             usage_fail(f"--weight must look like NAME=NUMBER, got '{pair}'")
-        if weights[name.strip()] != weights[name.strip()] or abs(weights[name.strip()]) == float("inf"):
-            usage_fail(f"--weight {name.strip()} must be a finite number, got '{value}'")
+        weight = float(number)
+        if not math.isfinite(weight):
+            usage_fail(f"--weight {name} must be a finite number, got '{value}'")
+        if name in weights and weights[name] != weight:  # contradictory: the last one silently won
+            usage_fail(f"--weight {name} is given twice, as {weights[name]:g} and {weight:g}: keep one")
+        weights[name] = weight
     return weights
 
 
