@@ -141,6 +141,8 @@ def parse_options(pairs: list[str], option: str) -> dict[str, str]:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
             usage_fail(f"{option} must look like NAME=VALUE, got '{pair}'")
+        if options.get(name.strip(), value) != value:  # contradictory: the last one silently won
+            usage_fail(f"{option} {name.strip()} is given twice, as '{options[name.strip()]}' and '{value}': keep one")
         options[name.strip()] = value
     return options
 

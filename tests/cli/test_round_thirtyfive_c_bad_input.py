@@ -40,3 +40,16 @@ def test_plain_numbers_still_weigh(cli, tmp_path, value):
     assert result.exit_code == 0, result.stderr
     (record,) = map(json.loads, result.stdout.splitlines())
     assert record["weights"]["format"] == float(value)
+
+
+def test_an_environment_option_given_twice_with_two_values_is_a_usage_error(cli, tmp_path):
+    from rewardpipe.cli.common import parse_options
+
+    assert parse_options(["simulator=openai", "simulator=openai"], "--env-option") == {"simulator": "openai"}
+    result = cli(
+        "run", "--env", "wordle", "--tasks", tmp_path / "none.jsonl", "--out", tmp_path / "o",
+        "--env-option", "simulator=openai", "--env-option", "simulator=rule_based",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--env-option simulator is given twice, as 'openai' and 'rule_based'" in result.stderr
+    assert not (tmp_path / "o").exists()
