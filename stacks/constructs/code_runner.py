@@ -33,6 +33,11 @@ from stacks.constructs.storage import JOBS_PREFIX, Storage
 from stacks.packaging import stage_container
 
 CONTAINER_NAME = "runner"
+# The image's runtime user (containers/code_runner/Dockerfile: useradd --uid 10001, USER 10001). The task
+# definition names it too: ECS then runs the container as this uid whatever the image says (an image rebuilt
+# without USER would otherwise run the model's code as root), and AWS Config's
+# ecs-task-definition-linux-user-non-root rule finds a user in the definition, as it requires.
+RUNTIME_USER = "10001:10001"
 
 
 class CodeRunner(Construct):
@@ -94,6 +99,7 @@ class CodeRunner(Construct):
             # Container-level memory is set explicitly (the task size alone would do on AWS; moto needs it).
             memory_limit_mib=settings.fargate.memory_mib,
             readonly_root_filesystem=True,
+            user=RUNTIME_USER,
             # No Linux capabilities at all, and an init process that reaps the sandbox's orphans and
             # forwards SIGTERM when the task is stopped.
             linux_parameters=self._linux_parameters(),
