@@ -232,8 +232,9 @@ class RewardPipeStack(Stack):
                 {
                     "id": "AwsSolutions-IAM4",
                     "reason": (
-                        "AWSLambdaBasicExecutionRole and AWSLambdaVPCAccessExecutionRole are the minimal "
-                        "AWS-managed policies for logs and VPC ENIs."
+                        "Only aws-cdk's own custom-resource handlers keep AWSLambdaBasicExecutionRole (or "
+                        "AWSLambdaVPCAccessExecutionRole); our functions' roles write their own log group only "
+                        "(stacks/constructs/common.py: execution_role)."
                     ),
                     "appliesTo": [
                         {
@@ -257,7 +258,9 @@ class RewardPipeStack(Stack):
                     "reason": (
                         "X-Ray PutTraceSegments/PutTelemetryRecords and Step Functions SendTaskSuccess/"
                         "SendTaskFailure/SendTaskHeartbeat (the request names only a task token) do not support "
-                        "resource-level permissions. ECS DescribeTasks/StopTask do, but aws-cdk grants them on * "
+                        "resource-level permissions, nor do the network-interface calls Lambda makes for a VPC "
+                        "function (DescribeNetworkInterfaces works on * only; the interface has no id before it "
+                        "exists). ECS DescribeTasks/StopTask do, but aws-cdk grants them on * "
                         "for runTask.sync: the state machine's explicit Deny bounds them to its cluster's tasks."
                     ),
                     "appliesTo": ["Resource::*"],

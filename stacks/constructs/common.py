@@ -143,6 +143,7 @@ def python_function(
     fn = _lambda.Function(
         scope,
         construct_id,
+        role=execution_role(scope, construct_id, log_group, in_vpc=vpc is not None),
         function_name=function_name,
         description=description,
         runtime=RUNTIME,
@@ -167,6 +168,38 @@ def python_function(
 
 
 CODE_EXCLUDES = ("__pycache__", "*.pyc")
+
+# What Lambda does with a VPC function's role to manage its network interfaces (the Lambda developer guide's
+# VPC permissions: AWSLambdaVPCAccessExecutionRole without its logs actions). DescribeNetworkInterfaces
+# works on "*" only, and the interfaces are created before their ids exist, so none of these is scoped.
+VPC_INTERFACE_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+)
+LOG_WRITE_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
+
+
+def execution_role(scope: Construct, construct_id: str, log_group: logs.ILogGroup, *, in_vpc: bool) -> iam.Role:
+    """A function's role before any grant: writing its own log group, and (in the VPC) its network interfaces.
+
+    aws-cdk's default attaches AWSLambdaBasicExecutionRole (and AWSLambdaVPCAccessExecutionRole in a VPC), which
+    allow logs:CreateLogGroup and logs:PutLogEvents on every log group of the account. The code-runner and
+    reward functions run model code: credentials that leak from them must not write into another system's logs
+    (forging its records) or create log groups without end. Each function has its own group (LoggingConfig), so
+    Lambda never needs to create one."""
+    statements = [iam.PolicyStatement(actions=list(LOG_WRITE_ACTIONS), resources=[log_group.log_group_arn])]
+    if in_vpc:
+        statements.append(iam.PolicyStatement(actions=list(VPC_INTERFACE_ACTIONS), resources=["*"]))
+    return iam.Role(
+        scope,
+        f"{construct_id}ServiceRole",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        inline_policies={"Execution": iam.PolicyDocument(statements=statements)},
+    )
 
 
 @jsii.implements(IAspect)

@@ -32,7 +32,9 @@ class Storage(Construct):
             encryption=s3.BucketEncryption.S3_MANAGED,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            # ACLs off (Security Hub S3.12): S3 delivers the access logs under the bucket policy aws-cdk writes
+            # for logging.s3.amazonaws.com (@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy), not an ACL grant.
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             removal_policy=RemovalPolicy.RETAIN,
             lifecycle_rules=[s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(90))],
         )
@@ -42,6 +44,7 @@ class Storage(Construct):
             encryption=s3.BucketEncryption.S3_MANAGED,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             versioned=True,
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix="records/",
