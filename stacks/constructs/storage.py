@@ -77,6 +77,10 @@ class Storage(Construct):
                     id="old-versions",
                     noncurrent_version_expiration=Duration.days(settings.noncurrent_version_days),
                     abort_incomplete_multipart_upload_after=Duration.days(7),
+                    # Expiring a current version in a versioned bucket leaves a delete marker; once the version
+                    # behind it expires too, the marker alone would stay for good (one per job hand-off, run
+                    # record and inline task), slowing every listing of its prefix.
+                    expired_object_delete_marker=True,
                 ),
             ],
         )

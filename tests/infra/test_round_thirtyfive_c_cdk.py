@@ -12,6 +12,9 @@
 * The access-log bucket kept ACLs on (``BucketOwnerPreferred``), which Security Hub's S3.12 flags and which S3
   log delivery does not need here (aws-cdk grants it through the bucket policy); the records bucket left the
   setting to the account's default. Both are ``BucketOwnerEnforced`` now.
+* The versioned records bucket expires ``jobs/``, ``runs/`` and inline tasks, which leaves a delete marker each;
+  nothing removed a marker once the version behind it had expired, so they piled up for good. The noncurrent-
+  version rule now removes expired object delete markers as well.
 """
 
 from __future__ import annotations
@@ -148,3 +151,13 @@ def test_every_bucket_has_acls_disabled_and_access_logs_arrive_by_policy(resourc
         s["Effect"] == "Allow" and s.get("Principal") == {"Service": "logging.s3.amazonaws.com"}
         for s in policy["Properties"]["PolicyDocument"]["Statement"]
     )
+
+
+def test_the_versioned_bucket_removes_the_delete_markers_its_expirations_leave(resources):
+    (records,) = [
+        b for b in _of_type(resources, "AWS::S3::Bucket").values() if b["Properties"].get("VersioningConfiguration")
+    ]
+    rules = records["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert any("ExpirationInDays" in rule for rule in rules)  # expirations leave delete markers
+    cleanup = [rule for rule in rules if rule.get("ExpiredObjectDeleteMarker") is True]
+    assert cleanup and all("Prefix" not in rule and "NoncurrentVersionExpiration" in rule for rule in cleanup)
