@@ -342,7 +342,8 @@ class DeploymentSettings(_Strict):
     # distribution registers, or an import reference package.module:ATTR (resolved at synth to an explicit
     # reference, stacks/user_code.py).
     environment: str = Field(default="ask_before_coding", min_length=1, max_length=REFERENCE_MAX)
-    # The rollout reward, in the same forms; null: the environment's own reward. reward_name is its old name.
+    # The rollout reward, in the same forms; null: the environment's own reward. One reading 'reference' (gsm8k) is
+    # refused: an episode has no reference answer (it belongs in single_turn_reward). reward_name is its old name.
     reward: str | None = Field(default=None, min_length=1, max_length=REFERENCE_MAX)
     reward_weights: dict[str, float] = Field(default_factory=dict)
     single_turn_reward: str = Field(default="gsm8k", min_length=1, max_length=REFERENCE_MAX)

@@ -196,6 +196,19 @@ def resolve_user_code(settings: DeploymentSettings) -> UserCode:
         reward_ref, reward_name = _reference("reward", settings.reward, REWARD_GROUP, BUILTIN_REWARDS, packages)
         reward_setting = "reward"
     reward = _reward(reward_setting, "reward_weights", reward_ref, settings.reward_weights, packages)
+    readers = [c.name for c in reward.components if "reference" in c.inputs]
+    if reward_setting == "reward" and readers:
+        # An episode carries no reference answer, so every rollout on AWS would be an error record; the CLI's
+        # `run --reward` refuses the same pairing (cli.common.episode_reward), and the synth is the deploy's CLI.
+        raise _problem(
+            "reward",
+            settings.reward,
+            f"its component(s) {', '.join(readers)} read 'reference', which an episode of environment "
+            f"'{getattr(environment, 'name', env_ref)}' does not have, so every rollout would be an error record: a "
+            f"reward of single-turn samples goes in {CONTEXT_KEY}.single_turn_reward (leave reward unset for the "
+            "environment's own)",
+            packages,
+        )
 
     single_ref, single_name = _reference(
         "single_turn_reward", settings.single_turn_reward, REWARD_GROUP, BUILTIN_REWARDS, packages

@@ -301,8 +301,32 @@ def test_a_bad_setting_fails_naming_it(raw, fragments):
 
 
 def test_reward_name_is_the_old_name_of_reward():
-    assert load_settings({"reward_name": "gsm8k"}).reward == "gsm8k"
-    assert load_settings({"reward_name": "gsm8k"}).user_code.reward_ref == "rewardpipe.rewards.gsm8k:GSM8K"
+    # (round thirty-five: the name, not the reward, is what this checks; gsm8k is refused for an episode now)
+    settings = load_settings({"reward_name": "ask_before_coding"})
+    assert settings.reward == "ask_before_coding"
+    assert settings.user_code.reward_ref == "rewardpipe.envs.ask_before_coding.reward:ASK_BEFORE_CODING"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"reward": "gsm8k"},
+        {"reward_name": "gsm8k"},
+        {"environment": "wordle", "reward": "gsm8k"},
+        {"environment": "tool_call", "reward": "rewardpipe.rewards.gsm8k:GSM8K"},
+    ],
+)
+def test_a_reward_of_single_turn_samples_is_refused_for_the_episodes(raw):
+    """Round thirty-five: the synth took a reward reading 'reference' as the environment's reward, which the CLI's
+    run refuses (an episode has no reference answer): on AWS every rollout would have been an error record."""
+    with pytest.raises(SettingsError) as caught:
+        load_settings(raw)
+    message = str(caught.value)
+    assert "rewardpipe.reward" in message and "answer_correct" in message and "single_turn_reward" in message
+
+
+def test_a_reward_of_single_turn_samples_is_taken_as_the_single_turn_reward():
+    assert load_settings({"single_turn_reward": "gsm8k"}).user_code.single_turn_name == "gsm8k"
 
 
 def test_the_environments_own_reward_is_the_default():
