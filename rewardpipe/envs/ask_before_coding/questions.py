@@ -29,13 +29,10 @@ from rewardpipe.envs.ask_before_coding.words import (  # noqa: F401 - STOPWORDS,
     FRAMING,
     GENERIC_CUES,
     QUALIFIERS,
-    QUESTION_SYNONYMS,
     STOPWORDS,
     content_words,
     fold,
     key_tokens,
-    phrase_concepts,
-    phrase_reading,
 )
 from rewardpipe.parsing import parse_turn
 
@@ -237,12 +234,7 @@ def _subject_words(text: str, entry_point: str = "") -> set[str]:
     # A number is a subject however short ("What if the input is 0?", "What about 1.5?"): content_words
     # drops one-character words, and cuts "1.5" in two. Its sign is one too: "What should format_duration(-5)
     # return?" asks about negatives (its words alone, {"5"}, matched no detail, or the wrong one).
-    # A phrase a synonym group names ("below zero", "less than zero", "leading zeros") is that concept, and its count
-    # is no subject of its own: "zero" alone matched a detail of zero-padding before the detail of negatives the
-    # phrase asks about. Its other words stay ("upper case" still asks about case).
-    phrased, phrase_words = phrase_reading(prose)
-    counts = {word for word in phrase_words if word in COUNT_WORDS or word.isdigit()}
-    words = (content_words(prose) - counts) | phrased | set(_NUMBER.findall(prose)) | inline_values(spans)
+    words = content_words(prose) | set(_NUMBER.findall(prose)) | inline_values(spans)
     if _NEGATIVE_NUMBER.search(prose) or _NEGATIVE_NUMBER.search(spans):
         words.add(NEGATIVE)
     return words
@@ -293,17 +285,8 @@ def question_subject(question: str, prompt: str = "", entry_point: str = "") -> 
 
 @lru_cache(maxsize=1024)
 def _item_words(spec: tuple[str, ...]) -> tuple[frozenset[str], ...]:
-    """Content words of each spec item, with their concepts (:func:`with_concepts`; a task's spec is matched
-    against every question asked about it)."""
-    return tuple(with_concepts(content_words(item) | phrase_concepts(item)) for item in spec)
-
-
-def with_concepts(words: Iterable[str]) -> frozenset[str]:
-    """``words`` with the concept each one's synonym group names (:data:`QUESTION_SYNONYMS`: "throw" is "raise",
-    "exception" is "error", "illegal" is "invalid"; an exception's name stays its own): a question and a detail that
-    say the same thing in other words share it, as the loop check and the reply rules read them."""
-    words = frozenset(words)
-    return words | {QUESTION_SYNONYMS[word] for word in words if word in QUESTION_SYNONYMS}
+    """Content words of each spec item (a task's spec is matched against every question asked about it)."""
+    return tuple(frozenset(content_words(item)) for item in spec)
 
 
 def best_spec_match(
@@ -315,7 +298,7 @@ def best_spec_match(
     rather than leaking a weaker-matching new detail the question did not ask about. Ties go to the
     unrevealed item, then to spec order.
     """
-    words = set(with_concepts(words))
+    words = set(words)
     if not words or not spec:
         return None, False
     item_words = _item_words(tuple(spec))

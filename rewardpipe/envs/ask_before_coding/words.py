@@ -710,33 +710,12 @@ def concept(word: str) -> str:
 def concepts(text: str) -> set[str]:
     """What ``text`` talks about (after :func:`fold`): the concepts of its content words and its exact tokens."""
     text = fold(text)
-    found = {concept(w) for w in _content_word_list(text)}
-    return found | phrase_concepts(text) | key_tokens(text)
-
-
-def _content_word_list(text: str) -> list[str]:
-    """The content words of folded ``text`` in order (no stopwords, no one-letter words)."""
-    return [w for w in _WORD.findall(text.lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1]
-
-
-def phrase_concepts(text: str) -> set[str]:
-    """The concepts two consecutive content words name together (a synonym group's two-word phrases: "below zero"
-    and "less than zero" are "negative", "rounded down" "truncate", "leading zeros" "pad"), which the words alone
-    do not ("zero", "down")."""
-    return phrase_reading(text)[0]
-
-
-def phrase_reading(text: str) -> tuple[set[str], set[str]]:
-    """(:func:`phrase_concepts` of ``text``, the stems of the words making up those phrases)."""
-    stems = [_stem(w) for w in _content_word_list(fold(text))]
-    found: set[str] = set()
-    used: set[str] = set()
-    for first, second in pairwise(stems):
-        head = SYNONYMS.get(f"{first}_{second}")
-        if head is not None:
-            found.add(head)
-            used.update((first, second))
-    return found, used
+    words = [w for w in _WORD.findall(text.lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1]
+    found = {concept(w) for w in words}
+    # two-word phrases a synonym group names ("below zero", "rounded down", "leading zeros")
+    stems = [_stem(w) for w in words]
+    found.update(SYNONYMS[pair] for pair in map("_".join, pairwise(stems)) if pair in SYNONYMS)
+    return found | key_tokens(text)
 
 
 # --- the same question reworded: what the loop check reads a word as ----------------------------------------
@@ -771,11 +750,8 @@ _LOOP_SYNONYM_GROUPS = f"""
     second sec
     hour hr
 """.strip().splitlines()
-#: ``SYNONYMS`` where a question is read (the loop check, the simulators matching it to a detail): exception names
-#: are choices, not synonyms: "raise ValueError?" and "raise TypeError?" ask different things, and "raise an error?"
-#: asks whether anything is raised, not about the detail naming the one exception (a detail's "raises ValueError").
-QUESTION_SYNONYMS = {w: head for w, head in SYNONYMS.items() if not (w.endswith("error") and w != head)}
-LOOP_SYNONYMS = dict(QUESTION_SYNONYMS)
+# Exception names are choices, not synonyms: "raise ValueError?" and "raise TypeError?" ask different things.
+LOOP_SYNONYMS = {w: head for w, head in SYNONYMS.items() if not (w.endswith("error") and w != head)}
 LOOP_SYNONYMS |= {word: group.split()[0] for group in _LOOP_SYNONYM_GROUPS for word in group.split()}
 #: What the loop check drops from a turn's words: stopwords, filler (by definition it names no subject), and
 #: the question-framing group above.
