@@ -1295,6 +1295,12 @@ class Zygote:
             finally:
                 os._exit(status)
         theirs.close()
+        if "rlimits" not in self.disabled:
+            # Set from here as well: the runner sets it as it starts, but a stdio job never waits for the runner,
+            # and on a loaded host the first job's check after it could find a runner not yet scheduled, its bound
+            # still this process's: "trusted side disturbed", a right answer scored as the model's failure.
+            with contextlib.suppress(OSError):  # (gone already: its death is found at the next job)
+                resource.prlimit(pid, resource.RLIMIT_AS, self.runner_state["rlimits"][resource.RLIMIT_AS])
         self.runner_jobs = 0
         self.runner_recycle = False
         self.runner_pid = pid
