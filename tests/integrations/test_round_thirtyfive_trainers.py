@@ -97,45 +97,17 @@ class TestWhatTheCallbackSaysOnce:
         assert caplog.text.count("said ") == SAID_ONCE_LIMIT
 
 
-def _launch_two_processes(out, store):  # type: ignore[no-untyped-def]
-    """tests/integrations/trl_two_processes.py on two real processes (torch.distributed with gloo), storing the run
-    in ``store``; what each rank's callback saw."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    out.mkdir()
-    script = Path(__file__).with_name("trl_two_processes.py")
-    launched = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            str(script),
-            str(out),
-            str(store),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert launched.returncode == 0, launched.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
-
-
 @pytest.mark.trl
 def test_two_real_processes_resumed_hold_the_main_processs_alarms(tmp_path):
     """The real GRPOTrainer on two processes, stored, then resumed from the store on two processes: the other process
     raised again, at step 0, the dead alarm the run had open (prompt_parity, constant in every group)."""
     pytest.importorskip("trl")
+    from tests.integrations.trl_toys import launch_two_processes
+
     store = tmp_path / "store"
-    first = _launch_two_processes(tmp_path / "first", store)
+    first = launch_two_processes(tmp_path / "first", store)
     assert ("prompt_parity", "dead_component", 0) in [tuple(a) for a in first[0]["alarm_steps"]]
-    resumed = _launch_two_processes(tmp_path / "resumed", store)
+    resumed = launch_two_processes(tmp_path / "resumed", store)
     main, other = resumed
     assert main["failures"] == other["failures"] == []
     assert ("prompt_parity", "dead_component") not in [tuple(a[:2]) for a in main["alarm_steps"]]  # still open

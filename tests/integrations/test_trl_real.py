@@ -18,7 +18,14 @@ from datasets import Dataset  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from rewardpipe.integrations.trl import RewardPipeCallback  # noqa: E402
-from tests.integrations.trl_toys import GROUP, PROMPTS, REWARD, char_tokenizer, tiny_model  # noqa: E402
+from tests.integrations.trl_toys import (  # noqa: E402
+    GROUP,
+    PROMPTS,
+    REWARD,
+    char_tokenizer,
+    launch_two_processes,
+    tiny_model,
+)
 
 
 def config(tmp_path, *, batch: int, max_completion_length: int, reward_weights) -> GRPOConfig:
@@ -320,28 +327,7 @@ def test_a_users_multi_turn_env_by_reference_with_groups_sharing_a_prompt(tmp_pa
 
 
 def test_two_real_processes_judge_a_group_split_between_them_whole(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).with_name("trl_two_processes.py")
-    launched = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            str(script),
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert launched.returncode == 0, launched.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    ranks = launch_two_processes(tmp_path)
     for seen in ranks:
         assert seen["processes"] == 2 and seen["failures"] == []
         assert seen["local_rows"] == [10, 10]  # each process scored half a step: 2.5 groups

@@ -4,6 +4,11 @@ components are dead, alive, and constant within every group."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -64,3 +69,19 @@ def prompt_parity(messages) -> float:
 # inside every group (the mean character code of a random completion) and one that is constant inside each
 # group yet varies across the batch (the prompt's length parity): TRL's batch std shows it alive.
 REWARD = Reward("toy", [GSM8K.components[0], char_mean, prompt_parity])
+
+
+def launch_two_processes(out: Path, store: Path | None = None) -> list[dict]:
+    """tests/integrations/trl_two_processes.py on two real processes (torch.distributed with gloo), storing the run
+    in ``store`` when given; what each rank's callback saw."""
+    out.mkdir(exist_ok=True)
+    script = Path(__file__).with_name("trl_two_processes.py")
+    launched = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script), str(out)]
+        + ([str(store)] if store is not None else []),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
