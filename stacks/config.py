@@ -121,6 +121,57 @@ def too_small_for_sandbox(setting: str, memory_mb: int, workers: int) -> str | N
     )
 
 
+# Lambda keeps this much of an account's concurrency unreserved, whatever is reserved ("Lambda function scaling":
+# reserving more fails with "decreases account's UnreservedConcurrentExecution below its minimum value of [100]").
+UNRESERVED_CONCURRENCY_MIN = 100
+# An account's concurrent executions quota in a Region unless raised (Service Quotas L-B99A9384).
+DEFAULT_ACCOUNT_CONCURRENCY = 1000
+
+
+class ReservedConcurrency(_Strict):
+    """Reserved concurrency per function (``lambda.reserved_concurrency``): what the function may always run and
+    the most it may run. None (every default) reserves nothing: any reservation fails stack creation in an account
+    whose unreserved concurrency would drop below its minimum, and new accounts often have a quota of 10.
+
+    ``variance_check`` keeps the check from being starved (throttled) while the scorers take the account's
+    concurrency; ``code_runner``, ``score`` and ``single_turn_reward`` cap a runaway scorer (one past its cap is
+    throttled: the caller retries, and the function's throttles alarm fires)."""
+
+    # Always available to the variance check, so scorers taking the account's concurrency cannot starve it.
+    variance_check: int | None = Field(default=None, ge=1)
+    # The most code-runner invocations at once (and always available to it); past it a job is retried.
+    code_runner: int | None = Field(default=None, ge=1)
+    # The most Score invocations at once (and always available to it); past it the state machine retries.
+    score: int | None = Field(default=None, ge=1)
+    # The most single-turn reward invocations at once (and always available to it); Nova reads a throttle as a
+    # failed batch, so a cap must hold the trainer's concurrency.
+    single_turn_reward: int | None = Field(default=None, ge=1)
+    # The account's quota in the Region deployed to, against which the reservations are checked.
+    account_concurrency: int = Field(default=DEFAULT_ACCOUNT_CONCURRENCY, ge=UNRESERVED_CONCURRENCY_MIN)
+
+    def reserved(self) -> dict[str, int]:
+        """The functions given a reservation, by setting name."""
+        return {name: value for name, value in self.model_dump().items() if name in FUNCTION_RESERVATIONS and value}
+
+    @model_validator(mode="after")
+    def _leaves_the_unreserved_minimum(self) -> ReservedConcurrency:
+        """The reservations together leave at least 100 of `lambda.reserved_concurrency.account_concurrency`
+        unreserved, as Lambda requires (more fails creating the functions, halfway through the deployment)."""
+        total = sum(self.reserved().values())
+        room = self.account_concurrency - UNRESERVED_CONCURRENCY_MIN
+        if total > room:
+            raise ValueError(
+                f"the reservations total {total}, but an account_concurrency of {self.account_concurrency} leaves "
+                f"only {room} to reserve (Lambda keeps {UNRESERVED_CONCURRENCY_MIN} unreserved and CloudFormation "
+                f"would fail creating the functions): lower them, or set account_concurrency to the account's raised "
+                f"quota"
+            )
+        return self
+
+
+FUNCTION_RESERVATIONS = ("variance_check", "code_runner", "score", "single_turn_reward")
+
+
 class LambdaSettings(_Strict):
     # Every function runs on this architecture. arm64 (Graviton) is 20 % cheaper per GB-second; every
     # dependency in the layer has a manylinux2014 aarch64 wheel and the sandbox's seccomp filter has its
@@ -142,6 +193,7 @@ class LambdaSettings(_Strict):
     # billed GB-seconds of waiting, so they get what their work needs, not a vCPU (docs/aws.md "Cost").
     conversation_memory_mb: int = Field(default=256, ge=128, le=10240)
     monitor_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
+    reserved_concurrency: ReservedConcurrency = Field(default_factory=ReservedConcurrency)
 
     @model_validator(mode="after")
     def _room_for_the_sandbox(self) -> LambdaSettings:

@@ -13,7 +13,7 @@ non-dumpable so the child cannot read the parent's environment through /proc.
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_logs as logs
@@ -25,6 +25,7 @@ from stacks.constructs.common import (
     SERVICE_NAME,
     RewardPipeLayer,
     grant_prefix,
+    limit_trust_to_this_account,
     python_function,
     sandbox_memory_mb,
 )
@@ -68,6 +69,7 @@ class CodeRunner(Construct):
             },
             memory_mb=settings.functions.code_runner_memory_mb,
             timeout_s=settings.functions.code_runner_timeout_s,
+            reserved_concurrency=settings.functions.reserved_concurrency.code_runner,
             vpc=network.vpc,
             security_groups=[network.sandbox_sg],
             tracing=False,
@@ -123,6 +125,12 @@ class CodeRunner(Construct):
             read=True,
             write=True,
             source_vpce=network.s3_endpoint.vpc_endpoint_id,
+        )
+        # The task role trusts ECS for this account's tasks only (Amazon ECS Developer Guide, "Task IAM role").
+        limit_trust_to_this_account(
+            self.task_definition.task_role,
+            "ecs-tasks.amazonaws.com",
+            f"arn:{Aws.PARTITION}:ecs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*",
         )
         self.security_group = network.sandbox_sg
         self.subnets = network.subnets

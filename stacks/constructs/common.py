@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import jsii
-from aws_cdk import CfnResource, Duration, IAspect, RemovalPolicy, Stack
+from aws_cdk import Aws, CfnResource, Duration, IAspect, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as _lambda
@@ -324,6 +324,21 @@ def task_response_statement(
     if unknown:
         raise ValueError(f"not a task-token action: {sorted(unknown)}")
     return iam.PolicyStatement(sid=sid, actions=list(actions), resources=["*"])
+
+
+def limit_trust_to_this_account(role: iam.IRole, service: str, source_arn: str) -> None:
+    """Make ``role``'s trust in ``service`` hold only for requests on behalf of ``source_arn`` (ArnLike) in this
+    account: the ``aws:SourceArn`` and ``aws:SourceAccount`` conditions a service documents against the
+    cross-service confused deputy, added to the statement aws-cdk wrote (its logical id and principal stay)."""
+    cfn = role.node.default_child
+    if not isinstance(cfn, iam.CfnRole):
+        raise TypeError(f"{role.node.path} is not a role this stack defines: its trust policy cannot be limited")
+    document = Stack.of(role).resolve(cfn.assume_role_policy_document)
+    (index,) = [i for i, s in enumerate(document["Statement"]) if s.get("Principal") == {"Service": service}]
+    cfn.add_property_override(
+        f"AssumeRolePolicyDocument.Statement.{index}.Condition",
+        {"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}, "ArnLike": {"aws:SourceArn": source_arn}},
+    )
 
 
 def stack_name(scope: Construct) -> str:

@@ -439,9 +439,11 @@ class Monitoring(Construct):
             },
             memory_mb=settings.functions.memory_mb,
             timeout_s=settings.functions.monitor_timeout_s,
-            # No reserved concurrency: it fails stack creation in accounts whose unreserved concurrency
-            # would drop below 100. Concurrent checks of one run are serialised by a conditional write
-            # of the run's core monitor state instead (rewardpipe.aws.monitoring).
+            # No reserved concurrency unless lambda.reserved_concurrency.variance_check asks for it: any fails
+            # stack creation in accounts whose unreserved concurrency would drop below 100. Concurrent checks of
+            # one run are serialised by a conditional write of the run's core monitor state either way
+            # (rewardpipe.aws.monitoring).
+            reserved_concurrency=settings.functions.reserved_concurrency.variance_check,
         )
         grant_prefix(self.function, storage.bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
         self.topic.grant_publish(self.function)

@@ -31,7 +31,7 @@ from aws_cdk import aws_route53resolver as resolver
 from aws_cdk import custom_resources as cr
 
 from constructs import Construct
-from stacks.constructs.common import LOG_RETENTION
+from stacks.constructs.common import LOG_RETENTION, limit_trust_to_this_account
 from stacks.partitions import dns_mapping
 
 # CDK's own "disallow all traffic" rule: ICMP type 252 code 86 to 255.255.255.255/32 matches nothing.
@@ -65,6 +65,14 @@ class Network(Construct):
                 )
             },
             restrict_default_security_group=True,
+        )
+        # The flow log's delivery role trusts the service for this account's flow logs only (Amazon VPC User
+        # Guide, "IAM role for publishing flow logs to CloudWatch Logs").
+        flow_log_role = cast(iam.IRole, self.vpc.node.find_child("all").node.find_child("IAMRole"))
+        limit_trust_to_this_account(
+            flow_log_role,
+            "vpc-flow-logs.amazonaws.com",
+            f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:vpc-flow-log/*",
         )
         self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
 

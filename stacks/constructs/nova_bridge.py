@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any, Literal
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import Aws, CfnOutput, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
@@ -42,6 +42,7 @@ from stacks.constructs.common import (
     SERVICE_NAME,
     RewardPipeLayer,
     grant_prefix,
+    limit_trust_to_this_account,
     python_function,
     task_response_statement,
 )
@@ -419,6 +420,14 @@ class NovaBridge(Construct):
             "TrainingJobRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="Nova Forge training job: the rollout proxy and the delegated-rollout queues only",
+        )
+        # SageMaker may assume it for this account's SageMaker resources only (SageMaker AI Developer Guide,
+        # "Cross-service confused deputy prevention": a training job's ARN, or any SageMaker ARN of the account
+        # when a customization runs as another kind of resource).
+        limit_trust_to_this_account(
+            self.training_role,
+            "sagemaker.amazonaws.com",
+            f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:*",
         )
         self.rollout_proxy.grant_invoke(self.training_role)
         # The function's own resource policy names the roles that may invoke it: ours, and any job role the

@@ -118,6 +118,7 @@ class RolloutWorkflow(Construct):
             timeout_s: int | None = None,
             env=None,
             memory_mb: int | None = None,
+            reserved_concurrency: int | None = None,
         ) -> _lambda.Function:
             # Every rollout function imports the user's environment or reward: each gets the user layer.
             return python_function(
@@ -129,6 +130,7 @@ class RolloutWorkflow(Construct):
                 environment={**common_env, **(env or {})},
                 memory_mb=memory_mb or fns.memory_mb,
                 timeout_s=timeout_s or fns.timeout_s,
+                reserved_concurrency=reserved_concurrency,
                 user_layer=user_layer,
             )
 
@@ -187,6 +189,7 @@ class RolloutWorkflow(Construct):
             "run the committed code if needed, score, write the record",
             timeout_s=fns.code_runner_timeout_s,
             env={"RUNNER_FUNCTION": runner.function.function_name},
+            reserved_concurrency=fns.reserved_concurrency.score,
         )
         self.error_fn = function("RecordError", "error_record", "write an error record for a failed rollout")
 

@@ -52,6 +52,7 @@ class SingleTurnReward(Construct):
             },
             memory_mb=memory_mb,
             timeout_s=settings.functions.single_turn_timeout_s,
+            reserved_concurrency=settings.functions.reserved_concurrency.single_turn_reward,
             vpc=network.vpc,
             security_groups=[network.sandbox_sg],
             tracing=False,
