@@ -422,12 +422,12 @@ class NovaBridge(Construct):
             description="Nova Forge training job: the rollout proxy and the delegated-rollout queues only",
         )
         # SageMaker may assume it for this account's SageMaker resources only (SageMaker AI Developer Guide,
-        # "Cross-service confused deputy prevention": a training job's ARN, or any SageMaker ARN of the account
-        # when a customization runs as another kind of resource).
+        # "Cross-service confused deputy prevention": any SageMaker ARN of the account, so a customization that
+        # runs as another kind of resource than a training job, or in another Region, still may).
         limit_trust_to_this_account(
             self.training_role,
             "sagemaker.amazonaws.com",
-            f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:*",
+            f"arn:{Aws.PARTITION}:sagemaker:*:{Aws.ACCOUNT_ID}:*",
         )
         self.rollout_proxy.grant_invoke(self.training_role)
         # The function's own resource policy names the roles that may invoke it: ours, and any job role the

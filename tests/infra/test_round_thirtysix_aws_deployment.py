@@ -85,7 +85,7 @@ def test_the_nova_training_job_role_trusts_sagemaker_for_this_accounts_resources
     _assert_source_limited(
         _trust(resources, role),
         "sagemaker.amazonaws.com",
-        "arn:${AWS::Partition}:sagemaker:${AWS::Region}:${AWS::AccountId}:",
+        "arn:${AWS::Partition}:sagemaker:*:${AWS::AccountId}:",
     )
 
 
