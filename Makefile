@@ -98,7 +98,8 @@ VERL_VENV ?= .venv-verl
 $(eval $(call extra_venv,$(VERL_VENV),verl))
 
 test-verl: $(VERL_VENV)/.installed
-	$(VERL_VENV)/bin/python -m pytest -q -m verl -p no:cacheprovider tests/integrations/test_verl_real.py tests/integrations/test_round_thirtyfour_trainers.py
+	$(VERL_VENV)/bin/python -m pytest -q -m verl -p no:cacheprovider tests/integrations/test_verl_real.py tests/integrations/test_round_thirtyfour_trainers.py \
+		tests/integrations/test_round_thirtysix_verl_monitor.py
 
 # Debian's chromium for the browser tests, installed when missing (needs root and the network); when it
 # cannot be, the browser tests skip and say why instead of failing.

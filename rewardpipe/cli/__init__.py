@@ -29,6 +29,7 @@ COMMAND_MODULES = {
     "doctor": "run_cmd",
     "show": "show_cmd",
     "tasks": "tasks_cmd",
+    "verl": "verl_cmd",
 }
 
 

@@ -1,0 +1,58 @@
+"""`rewardpipe verl import`: verl's rollout dump (``trainer.rollout_data_dir``) into a store the monitor reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rewardpipe.cli.application import app, fail, note
+
+verl_app = typer.Typer(
+    name="verl", help="verl runs: import the rollout dump for the within-group monitor.", no_args_is_help=True
+)
+app.add_typer(verl_app, name="verl")
+
+
+@verl_app.command("import")
+def import_cmd(
+    dump: Path = typer.Argument(..., help="verl's trainer.rollout_data_dir (its <step>.jsonl files), or one file."),
+    out: str = typer.Option(..., "--out", help="The store to write into: a directory or s3://bucket/prefix."),
+    run_id: str = typer.Option("verl", "--run-id", help="The run the records are filed under."),
+    reward: str | None = typer.Option(
+        None, "--reward", help="The reward verl scored with (its component weights; verl's dump does not hold them)."
+    ),
+) -> None:
+    """Write each rollout of verl's dump as a record (its components, verl's score as the aggregate) and a
+    transcript (prompt and response), grouped by verl's uid or, without one, by prompt; then run `rewardpipe
+    monitor` and `rewardpipe report` on the store. A line that cannot be read is named and skipped."""
+    from rewardpipe.integrations.verl_dump import import_rollout_dump
+    from rewardpipe.store import StoreError, open_store
+
+    weights = None
+    if reward is not None:
+        from rewardpipe.rewards import get_reward
+
+        try:
+            chosen = get_reward(reward)
+        except (KeyError, ValueError, ImportError) as exc:
+            fail(f"--reward {reward}: {exc}")
+        weights = {component.name: component.weight for component in chosen.components}
+    try:
+        store = open_store(out)
+        read = import_rollout_dump(dump, store, run_id, weights)
+    except (ValueError, StoreError, OSError) as exc:
+        fail(str(exc))
+    for skipped in read.skipped[:20]:
+        note(f"skipped {skipped}")
+    if len(read.skipped) > 20:
+        note(f"... and {len(read.skipped) - 20} more lines skipped")
+    if not read.records:
+        fail(f"{dump}: no rollout could be read")
+    steps = sorted({record["step"] for record in read.records})
+    components = list(read.records[0]["components"])
+    note(
+        f"imported {len(read.records)} rollouts of {len(steps)} step(s) into run '{run_id}' of {out}; grouped by "
+        f"{'verl uid' if read.grouped_by_uid else 'prompt text'}; components: "
+        f"{', '.join(components) if components else 'none (only the aggregate, verl score, is judged)'}"
+    )

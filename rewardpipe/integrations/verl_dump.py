@@ -1,0 +1,196 @@
+"""verl's rollout dump (``trainer.rollout_data_dir``) as rewardpipe records, so the within-group monitor watches a
+verl run: ``rewardpipe verl import DUMP --out STORE`` then ``rewardpipe monitor STORE`` / ``rewardpipe report``.
+
+verl 0.9.1 writes one ``<step>.jsonl`` per training step into ``trainer.rollout_data_dir``, a line per rollout with
+``input`` (the decoded prompt), ``output`` (the decoded response), ``gts``, ``score`` (the reward verl trains on)
+and ``step``. What else a line holds depends on the trainer:
+
+* the legacy trainer (``trainer.use_v1=false``, ``RayPPOTrainer``) adds every ``reward_extra_info`` key, so each
+  component :func:`rewardpipe.integrations.verl.compute_score` returns and its ``reward_error``, but no group id:
+  the rollouts of one group share their prompt, so a group is the rollouts of one ``input`` text at one step;
+* the v1 trainer (verl 0.9.1's default) adds only ``uid``, a key ``{uid}_{session}_{index}`` whose first part is
+  the GRPO group (the prompt's uid verl's advantage groups by), and none of the reward's extra info: only the
+  aggregate (``score``) can be judged from it.
+
+Every numeric key other than verl's own is a component; ``reward_error`` = 1 (rewardpipe's flag for a sample that
+could not be scored, which verl trained on as ``error_reward``) makes the line an error record, never a score.
+A line that is not a JSON object with a numeric ``score`` is named and skipped (one bad line never costs the rest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: The keys verl writes itself (and a line's rollout-id column): never a component.
+VERL_DUMP_KEYS = frozenset({"input", "output", "gts", "score", "step", "uid", "request_id", "reward"})
+#: rewardpipe's per-sample flag (:func:`rewardpipe.integrations.verl.compute_score`).
+ERROR_FLAG = "reward_error"
+#: verl's dump file of one step: ``<global_steps>.jsonl``.
+_STEP_FILE = re.compile(r"(\d+)\.jsonl")
+#: verl 0.9.1's v1 key of a rollout: ``{uid}_{session_id}_{index}``.
+_V1_KEY = re.compile(r"(.+)_(\d+)_(\d+)")
+
+
+@dataclass
+class DumpRead:
+    """What :func:`read_rollout_dump` made of a dump: the records and transcripts (plain dicts in
+    :class:`rewardpipe.models.Record` / ``RolloutTranscript`` shape), the lines it skipped (``file:line: why``)
+    and whether any line carried a group id (``uid``) rather than being grouped by its prompt."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    transcripts: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    grouped_by_uid: bool = False
+
+
+def dump_files(path: str | Path) -> list[Path]:
+    """The dump's step files in step order: ``path`` itself when it is a file, else its ``<step>.jsonl`` files.
+    A path that does not exist, or a directory with no such file, is a ValueError naming it."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise ValueError(f"verl rollout dump not found: {path} (give trainer.rollout_data_dir or one <step>.jsonl)")
+    files = [p for p in path.iterdir() if p.is_file() and _STEP_FILE.fullmatch(p.name)]
+    if not files:
+        raise ValueError(f"{path} holds no <step>.jsonl file: is it verl's trainer.rollout_data_dir?")
+    return sorted(files, key=lambda p: int(_STEP_FILE.fullmatch(p.name).group(1)))  # type: ignore[union-attr]
+
+
+def _number(value: Any) -> float | None:
+    """A component's value: a finite number, else None (verl writes NaN as ``NaN``, a missing key as null)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _identity(line: Mapping[str, Any], fallback: str) -> tuple[str, str, int, bool]:
+    """``(group, rollout, output index, grouped by uid)`` of a line. With v1's ``{uid}_{session}_{index}`` key the
+    group is the uid and the rollout the session (an agent loop's session can dump several outputs, its last one the
+    rollout verl trains on); a plain uid is the group and ``fallback`` the rollout. Without a uid the group is a digest
+    of the prompt text (every rollout of one prompt was decoded from the same prompt tokens)."""
+    uid = line.get("uid")
+    if isinstance(uid, str) and uid:
+        match = _V1_KEY.fullmatch(uid)
+        if match:
+            return match.group(1), f"{match.group(1)}_{match.group(2)}", int(match.group(3)), True
+        return uid, fallback, 0, True
+    prompt = line.get("input")
+    text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
+    return "p" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16], fallback, 0, False
+
+
+def _lines(file: Path) -> Iterator[tuple[int, Any, str | None]]:
+    """``(line number, parsed JSON or None, why it is unreadable or None)`` for each non-empty line."""
+    with file.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                yield lineno, json.loads(raw), None
+            except (ValueError, RecursionError) as exc:  # not UTF-8 or not JSON (a line cut by a crash)
+                yield lineno, None, f"not a JSON line ({type(exc).__name__})"
+
+
+def read_rollout_dump(path: str | Path, run_id: str = "verl", weights: Mapping[str, float] | None = None) -> DumpRead:
+    """Records and transcripts of verl's rollout dump at ``path`` (``trainer.rollout_data_dir`` or one of its
+    files). ``weights``: the reward's component weights (default 1.0 each; verl's dump does not carry them), which
+    the advantage shares read. Steps come from each line's ``step`` (else the file's name)."""
+    out = DumpRead()
+    files = dump_files(path)
+    components: dict[str, None] = {}  # every numeric key of the dump, in first-seen order
+    parsed: list[tuple[Path, int, int, dict[str, Any]]] = []
+    for file in files:
+        name_step = _STEP_FILE.fullmatch(file.name)
+        for lineno, line, problem in _lines(file):
+            where = f"{file}:{lineno}"
+            if problem is None and not isinstance(line, dict):
+                problem = f"a JSON {type(line).__name__}, not an object"
+            elif problem is None and _number(line.get("score")) is None:
+                problem = "no finite numeric score (the reward verl trained on)"
+            step = line.get("step") if isinstance(line, dict) else None
+            if problem is None and not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
+                if name_step is None:
+                    problem = "no step (a non-negative whole number) and the file is not named <step>.jsonl"
+                else:
+                    step = int(name_step.group(1))
+            if problem is not None:
+                out.skipped.append(f"{where}: {problem}")
+                continue
+            assert isinstance(line, dict) and isinstance(step, int)
+            for key, value in line.items():
+                if key not in VERL_DUMP_KEYS and key != ERROR_FLAG and _number(value) is not None:
+                    components.setdefault(key)
+            parsed.append((file, lineno, step, line))
+    weight_of = {name: float((weights or {}).get(name, 1.0)) for name in components}
+    # One line per rollout: a session's last output (the highest index) stands for it, as verl's trainer keeps it.
+    latest: dict[tuple[int, str, str], tuple[int, dict[str, Any]]] = {}
+    for file, lineno, step, line in parsed:
+        group_id, rollout_id, index, by_uid = _identity(line, f"{file.stem}-l{lineno}")
+        out.grouped_by_uid = out.grouped_by_uid or by_uid
+        key = (step, group_id, rollout_id)
+        if key not in latest or index >= latest[key][0]:
+            latest[key] = (index, line)
+    for (step, group_id, rollout_id), (_, line) in latest.items():
+        values = {name: _number(line.get(name)) for name in components}
+        flagged = _number(line.get(ERROR_FLAG)) not in (None, 0.0)
+        ids = {"run_id": run_id, "step": step, "group_id": group_id, "rollout_id": rollout_id, "task_id": group_id}
+        out.records.append(
+            {
+                **ids,
+                "status": "error" if flagged else "scored",
+                "error": (
+                    {
+                        "kind": "reward_error",
+                        "message": f"rewardpipe could not score it (verl trained on {line['score']})",
+                    }
+                    if flagged
+                    else None
+                ),
+                "components": dict.fromkeys(components) if flagged else values,
+                "weights": weight_of,
+                "aggregate": None if flagged else float(line["score"]),
+                "metrics": {},
+            }
+        )
+        out.transcripts.append(
+            {
+                **ids,
+                "verdict": {"status": "not_executed", "reason": "verl's rollout: no code run by rewardpipe"},
+                "status": out.records[-1]["status"],
+                "components": out.records[-1]["components"],
+                "aggregate": out.records[-1]["aggregate"],
+                "messages": [
+                    {"role": "user", "content": _text(line.get("input"))},
+                    {"role": "assistant", "content": _text(line.get("output"))},
+                ],
+            }
+        )
+    return out
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else json.dumps(value, default=str)
+
+
+def import_rollout_dump(
+    path: str | Path, store: Any, run_id: str = "verl", weights: Mapping[str, float] | None = None
+) -> DumpRead:
+    """Write the dump's records and transcripts into ``store`` (a :class:`rewardpipe.store.Store`) under
+    ``run_id``; importing the same dump again overwrites the same keys. Returns what was read."""
+    from rewardpipe.models import Record
+    from rewardpipe.transcripts import RolloutTranscript
+
+    read = read_rollout_dump(path, run_id, weights)
+    for record, transcript in zip(read.records, read.transcripts, strict=True):
+        store.put_record(Record.model_validate(record))
+        store.put_transcript(RolloutTranscript.model_validate(transcript))
+    return read
