@@ -47,12 +47,14 @@ from concurrent.futures import Future
 from typing import Any, cast
 
 from rewardpipe.integrations.verifiers_env import VerifiersEnvironment, VfState, VfTask, from_verifiers
+from rewardpipe.integrations.verifiers_watch import GroupWatch
 from rewardpipe.models import Message, Task, nova_fields
 from rewardpipe.rewards import Reward, get_reward
 from rewardpipe.single_turn import score_samples
 
 __all__ = [
     "REWARD_ERROR",
+    "GroupWatch",
     "SampleScorer",
     "VerifiersEnvironment",
     "VfState",
@@ -213,15 +215,28 @@ def rubric_functions(
     return [component_fn(c.name) for c in resolved.components], [c.weight for c in resolved.components]
 
 
-def rubric(reward: str | Reward = "gsm8k", weights: Mapping[str, float] | None = None, **rubric_kwargs: Any) -> Any:
+def rubric(
+    reward: str | Reward = "gsm8k",
+    weights: Mapping[str, float] | None = None,
+    *,
+    watch: GroupWatch | None = None,
+    **rubric_kwargs: Any,
+) -> Any:
     """``vf.Rubric`` of the reward's components (needs the ``verifiers`` package). Its ``score_group`` settles a
     sample that could not be scored from its group (:func:`settle_group`), so one failure never makes the
-    group's advantages NaN; every rollout gets a ``reward_error`` metric."""
+    group's advantages NaN; every rollout gets a ``reward_error`` metric. With ``watch``
+    (:class:`~rewardpipe.integrations.verifiers_watch.GroupWatch`) every group it scores is handed to the
+    within-group monitor first, its unscorable samples as errors."""
     resolved = get_reward(reward, weights)
     funcs, w = rubric_functions(resolved)
     middles = {c.name: (c.value_range[0] + c.value_range[1]) / 2.0 for c in resolved.components}
     return _rubric_class()(
-        funcs=funcs, weights=w, rewardpipe_middles=middles, rewardpipe_reward=resolved.name, **rubric_kwargs
+        funcs=funcs,
+        weights=w,
+        rewardpipe_middles=middles,
+        rewardpipe_reward=resolved.name,
+        rewardpipe_watch=watch,
+        **rubric_kwargs,
     )
 
 
@@ -238,11 +253,17 @@ def _rubric_class() -> Any:
             """A ``vf.Rubric`` whose unscorable samples never poison their group (:func:`settle_group`)."""
 
             def __init__(
-                self, *args: Any, rewardpipe_middles: Mapping[str, float], rewardpipe_reward: str = "", **kwargs: Any
+                self,
+                *args: Any,
+                rewardpipe_middles: Mapping[str, float],
+                rewardpipe_reward: str = "",
+                rewardpipe_watch: GroupWatch | None = None,
+                **kwargs: Any,
             ) -> None:
                 super().__init__(*args, **kwargs)
                 self.rewardpipe_middles = dict(rewardpipe_middles)
                 self.rewardpipe_reward = rewardpipe_reward
+                self.rewardpipe_watch = rewardpipe_watch
 
             async def score_rollout(self, state: Any) -> None:
                 cut = _cut_by_infrastructure(vf, state)
@@ -286,6 +307,8 @@ def _rubric_class() -> Any:
                     if infrastructure:  # its conversation was cut by a failure that is not the model's: no score
                         self._unscorable(state)
                 weights = dict(zip((getattr(f, "__name__", "") for f in self.funcs), self.weights, strict=False))
+                if self.rewardpipe_watch is not None:  # before settling: an unscorable sample is an error there
+                    _watch_group(self.rewardpipe_watch, states, weights, self.rewardpipe_middles)
                 if settle_group(states, self.rewardpipe_middles, weights):
                     for state in states:
                         if state["metrics"][REWARD_ERROR]:
@@ -299,6 +322,22 @@ def _rubric_class() -> Any:
 
         _RUBRIC_CLASS = RewardpipeRubric
     return _RUBRIC_CLASS
+
+
+def _watch_group(watch: GroupWatch, states: list[Any], weights: Mapping[str, float], names: Mapping[str, Any]) -> None:
+    """Hand one scored group to ``watch``: each rollout's component metrics and its conversation. Monitoring never
+    stops the scoring: a failure is logged."""
+    try:
+        watch.add_group(
+            [state.get("metrics") or {} for state in states],
+            {name: float(weights.get(name, 1.0)) for name in names},
+            [
+                _messages(state.get("prompt"), "user") + _messages(state.get("completion"), "assistant")
+                for state in states
+            ],
+        )
+    except Exception:
+        logger.exception("rewardpipe: the within-group monitor could not take a group")
 
 
 def _cut_by_infrastructure(vf: Any, state: Any) -> bool:

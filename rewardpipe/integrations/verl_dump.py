@@ -88,6 +88,15 @@ def _identity(line: Mapping[str, Any], fallback: str) -> tuple[str, str, int, bo
     return "p" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16], fallback, 0, False
 
 
+def _being_written(file: Path) -> bool:
+    """Whether verl's dump thread is still writing ``file`` (it writes line by line, each ending in a newline)."""
+    with file.open("rb") as fh:
+        if fh.seek(0, 2) == 0:
+            return False
+        fh.seek(-1, 2)
+        return fh.read(1) != b"\n"
+
+
 def _lines(file: Path) -> Iterator[tuple[int, Any, str | None]]:
     """``(line number, parsed JSON or None, why it is unreadable or None)`` for each non-empty line."""
     with file.open("rb") as fh:
@@ -109,6 +118,12 @@ def read_rollout_dump(path: str | Path, run_id: str = "verl", weights: Mapping[s
     components: dict[str, None] = {}  # every numeric key of the dump, in first-seen order
     parsed: list[tuple[Path, int, int, dict[str, Any]]] = []
     for file in files:
+        if _being_written(file):
+            out.skipped.append(
+                f"{file}: its last line has no newline, so verl is still writing it: not imported (a step judged on "
+                f"part of its rollouts is not judged again); import again once it is written"
+            )
+            continue
         name_step = _STEP_FILE.fullmatch(file.name)
         for lineno, line, problem in _lines(file):
             where = f"{file}:{lineno}"
@@ -190,7 +205,14 @@ def import_rollout_dump(
     from rewardpipe.transcripts import RolloutTranscript
 
     read = read_rollout_dump(path, run_id, weights)
+    written = []
     for record, transcript in zip(read.records, read.transcripts, strict=True):
-        store.put_record(Record.model_validate(record))
-        store.put_transcript(RolloutTranscript.model_validate(transcript))
+        try:  # an id the store cannot file (too long once encoded) loses its own rollout only
+            store.put_record(Record.model_validate(record))
+            store.put_transcript(RolloutTranscript.model_validate(transcript))
+        except ValueError as exc:
+            read.skipped.append(f"step {record['step']} rollout {record['rollout_id'][:80]!r}: {exc}")
+            continue
+        written.append(record)
+    read.records = written
     return read

@@ -223,3 +223,34 @@ def test_verls_v1_dump_groups_by_uid_and_judges_the_score(tmp_path):
     assert read.grouped_by_uid and {r["group_id"] for r in read.records} == {"uid0", "uid1", "uid2", "uid3"}
     assert all(r["components"] == {} for r in read.records)
     assert monitor_records(read.records).step(5).aggregate.verdict == "dead"
+
+
+def test_a_step_verl_is_still_writing_is_not_imported_on_part_of_its_rollouts(tmp_path):
+    """Judged on the rollouts written so far, the step would be marked checked and never judged whole."""
+    _write(tmp_path / "dump/3.jsonl", _legacy_step(3))
+    lines = _legacy_step(4)
+    _write(tmp_path / "dump/4.jsonl", lines)
+    path = tmp_path / "dump/4.jsonl"
+    path.write_text(path.read_text() + json.dumps(lines[0])[:40])  # the dump thread mid-line
+    read = read_rollout_dump(tmp_path / "dump")
+    assert {r["step"] for r in read.records} == {3} and len(read.records) == 20
+    assert len(read.skipped) == 1 and "still writing" in read.skipped[0]
+
+
+def test_a_rollout_the_store_refuses_loses_itself_only_and_a_long_uid_is_filed(tmp_path):
+    class Refusing(LocalStore):
+        def put_record(self, record):
+            if record.rollout_id == "uid1_2":
+                raise ValueError("refused")
+            return super().put_record(record)
+
+    lines = _legacy_step(1)
+    for index, line in enumerate(lines):
+        assert isinstance(line, dict)
+        line["uid"] = f"{'u' * 300 if index < 4 else f'uid{index // 4}'}_{index % 4}_0"
+    _write(tmp_path / "dump/1.jsonl", lines)
+    store = Refusing(tmp_path / "store")
+    read = import_rollout_dump(tmp_path / "dump", store, "run")
+    assert len(read.records) == 19 and len(read.skipped) == 1 and "refused" in read.skipped[0]
+    stored = list(store.iter_records("run"))
+    assert len(stored) == 19 and sum(r.group_id == "u" * 300 for r in stored) == 4  # a long id is hashed, kept

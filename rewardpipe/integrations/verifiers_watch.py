@@ -1,0 +1,156 @@
+"""Within-group monitoring of a verifiers run: :class:`GroupWatch`, fed by :func:`.verifiers.rubric` (``watch=``).
+
+verifiers scores a GRPO group together (``Rubric.score_group``), so the rubric sees each group whole: its
+components, the prompt and every completion. Given ``watch=GroupWatch(...)`` it hands every group to the watch
+before settling the unscorable samples (one that could not be scored is an error record here, never the group's
+mean it trains on). verifiers names no training step, so the watch counts groups: every ``groups_per_step`` groups
+(set it to the prompts of one training batch) are judged as one step by rewardpipe's monitor
+(:func:`rewardpipe.monitoring.monitor_records`, the one every other path uses: its verdicts, pooling of small steps,
+hysteresis and causes); :meth:`GroupWatch.flush` judges the groups left at the end. An alarm is logged (logger
+``rewardpipe.verifiers``) with its cause and an example rollout's completion, and kept in ``alarms``; the
+transcripts of the latest steps are kept for :meth:`GroupWatch.transcript`. A rollout verifiers scores alone
+(``score_rollout``) has no group and is not watched.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewardpipe.safe_text import printable
+from rewardpipe.store import transcript_key
+
+logger = logging.getLogger("rewardpipe.verifiers")
+
+#: How many steps' transcripts a watch keeps for its alarms' examples.
+KEPT_STEPS = 4
+
+
+def _value(value: Any) -> float | None:
+    """A component's metric as the monitor reads it: a finite number, else None (NaN: the sample was unscorable)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+class GroupWatch:
+    """Per-component within-group verdicts of the groups a verifiers rubric scores.
+
+    ``groups_per_step``: groups judged together as one step (a training batch's prompts); ``thresholds``: a
+    :class:`rewardpipe.monitoring.Thresholds` (default the monitor's); ``run_id``: the records' run. Thread-safe
+    (verifiers scores groups concurrently). After each step: ``reports`` (one ``StepReport`` per step),
+    ``alarms`` (every alarm raised), ``state`` (the hysteresis carried from step to step)."""
+
+    def __init__(self, groups_per_step: int = 8, thresholds: Any = None, run_id: str = "verifiers") -> None:
+        from rewardpipe.monitoring import Thresholds
+        from rewardpipe.monitoring.pooling import StepHistory
+
+        if not isinstance(groups_per_step, int) or isinstance(groups_per_step, bool) or groups_per_step < 1:
+            raise ValueError(f"groups_per_step must be a whole number of at least 1, got {groups_per_step!r}")
+        self.groups_per_step = groups_per_step
+        self.thresholds = thresholds if thresholds is not None else Thresholds()
+        self.run_id = run_id
+        self.step = 0  # the step the next group belongs to
+        self.reports: list[Any] = []
+        self.alarms: list[Any] = []
+        self.state: Any = None
+        self.history = StepHistory()
+        self._pending: list[dict[str, Any]] = []
+        self._groups = 0  # groups in _pending
+        self._transcripts: dict[str, tuple[int, list[dict[str, Any]]]] = {}  # transcript key -> (step, messages)
+        self._lock = threading.Lock()
+
+    def add_group(
+        self,
+        components: Sequence[Mapping[str, Any]],
+        weights: Mapping[str, float],
+        conversations: Sequence[list[dict[str, Any]]] | None = None,
+    ) -> Any:
+        """One group: each rollout's component values (a NaN or missing value: the rollout could not be scored,
+        an error record), the weights, and each rollout's conversation (kept for the alarms' examples). Returns
+        the ``StepReport`` when this group completed a step, else None."""
+        with self._lock:
+            group_id = f"g{self._groups}"
+            step = self.step
+            for index, values in enumerate(components):
+                numbers = {name: _value(values.get(name)) for name in weights}
+                failed = any(number is None for number in numbers.values())
+                rollout_id = f"{group_id}-r{index}"
+                self._pending.append(
+                    {
+                        "run_id": self.run_id,
+                        "step": step,
+                        "group_id": group_id,
+                        "rollout_id": rollout_id,
+                        "task_id": group_id,
+                        "status": "error" if failed else "scored",
+                        "error": {"kind": "unscorable", "message": "a component raised or could not compute"}
+                        if failed
+                        else None,
+                        "components": dict.fromkeys(weights) if failed else numbers,
+                        "weights": {name: float(weight) for name, weight in weights.items()},
+                        "aggregate": None
+                        if failed
+                        else sum(float(weights[name]) * float(numbers[name] or 0.0) for name in weights),
+                    }
+                )
+                if conversations is not None and index < len(conversations):
+                    key = transcript_key(self.run_id, step, group_id, rollout_id)
+                    self._transcripts[key] = (step, conversations[index])
+            self._groups += 1
+            if self._groups < self.groups_per_step:
+                return None
+            return self._judge()
+
+    def flush(self) -> Any:
+        """Judge the groups not yet judged (the end of a run) as a step; None when there are none."""
+        with self._lock:
+            return self._judge() if self._pending else None
+
+    def transcript(self, example: Mapping[str, Any] | Any) -> list[dict[str, Any]] | None:
+        """The conversation of an alarm's example (a dict of ``Alarm.to_dict()["examples"]`` or its key), if kept."""
+        key = example.get("transcript_key") if isinstance(example, Mapping) else example
+        kept = self._transcripts.get(key) if isinstance(key, str) else None
+        return None if kept is None else kept[1]
+
+    def _judge(self) -> Any:
+        from rewardpipe.monitoring import monitor_records
+
+        records, self._pending, self._groups = self._pending, [], 0
+        step, self.step = self.step, self.step + 1
+        try:
+            result = monitor_records(records, self.thresholds, self.state, self.history)
+        except Exception:  # monitoring never stops the scoring: it says so loudly
+            logger.exception("rewardpipe: the within-group monitor failed on step %s", step)
+            return None
+        self.state = result.state
+        report = result.step(step)
+        self.reports.append(report)
+        for alarm in result.alarms:
+            self.alarms.append(alarm)
+            self._log(alarm)
+        for key in [key for key, (kept, _) in self._transcripts.items() if kept <= step - KEPT_STEPS]:
+            del self._transcripts[key]
+        return report
+
+    def _log(self, alarm: Any) -> None:
+        data = alarm.to_dict()
+        examples = data.get("examples") or []
+        shown = ""
+        if examples:
+            conversation = self.transcript(examples[0]) or []
+            last = conversation[-1].get("content") if conversation else None
+            shown = f"; example {examples[0].get('rollout_id')}: {examples[0].get('reason')}"
+            if isinstance(last, str):
+                shown += f", its completion: {last[:200]!r}"
+        logger.warning(
+            "rewardpipe: ALARM %s %s at step %s: %s%s",
+            data.get("kind"),
+            data.get("component"),
+            data.get("step"),
+            printable(str(data.get("message")), keep_newlines=False),
+            printable(shown, keep_newlines=False),
+        )
