@@ -30,7 +30,7 @@ if __name__ == "__main__":
 
         store = LocalStore(Path(tmp, "runs"))  # the CLI: rewardpipe verl import DUMP --out runs --reward gsm8k
         imported = import_rollout_dump(dump, store, run_id="verl-run", weights={"format": 0.5, "answer_correct": 1.0})
-        print(f"imported {len(imported.records)} rollouts, grouped by uid: {imported.grouped_by_uid}")
+        print(f"imported {imported.count} rollouts, grouped by uid: {imported.grouped_by_uid}")
 
         result = monitor_records(store.iter_records("verl-run"))  # the CLI: rewardpipe monitor runs
         report = result.step(12)

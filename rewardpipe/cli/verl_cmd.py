@@ -22,10 +22,14 @@ def import_cmd(
     reward: str | None = typer.Option(
         None, "--reward", help="The reward verl scored with (its component weights; verl's dump does not hold them)."
     ),
+    again: bool = typer.Option(
+        False, "--again", help="Write the steps the run already holds again (by default only new steps are imported)."
+    ),
 ) -> None:
     """Write each rollout of verl's dump as a record (its components, verl's score as the aggregate) and a
     transcript (prompt and response), grouped by verl's uid or, without one, by prompt; then run `rewardpipe
-    monitor` and `rewardpipe report` on the store. A line that cannot be read is named and skipped."""
+    monitor` and `rewardpipe report` on the store. Steps the run already holds are left as they are, so importing a
+    growing dump again adds its new steps. A line that cannot be read is named and skipped."""
     from rewardpipe.integrations.verl_dump import import_rollout_dump
     from rewardpipe.store import StoreError, open_store
 
@@ -40,19 +44,21 @@ def import_cmd(
         weights = {component.name: component.weight for component in chosen.components}
     try:
         store = open_store(out)
-        read = import_rollout_dump(dump, store, run_id, weights)
+        read = import_rollout_dump(dump, store, run_id, weights, again=again)
     except (ValueError, StoreError, OSError) as exc:
         fail(str(exc))
     for skipped in read.skipped[:20]:
         note(f"skipped {skipped}")
     if len(read.skipped) > 20:
         note(f"... and {len(read.skipped) - 20} more lines skipped")
-    if not read.records:
+    if read.already_stored:
+        note(
+            f"{len(read.already_stored)} step(s) already in run '{run_id}' left as they are (--again writes them again)"
+        )
+    if not read.count and not read.already_stored:
         fail(f"{dump}: no rollout could be read")
-    steps = sorted({record["step"] for record in read.records})
-    components = list(read.records[0]["components"])
+    components = ", ".join(read.components) or "none (only the aggregate, verl's score, is judged)"
     note(
-        f"imported {len(read.records)} rollouts of {len(steps)} step(s) into run '{run_id}' of {out}; grouped by "
-        f"{'verl uid' if read.grouped_by_uid else 'prompt text'}; components: "
-        f"{', '.join(components) if components else 'none (only the aggregate, verl score, is judged)'}"
+        f"imported {read.count} rollouts of {len(read.steps)} step(s) into run '{run_id}' of {out}; grouped by "
+        f"{'verl uid' if read.grouped_by_uid else 'prompt text'}; components: {components}"
     )

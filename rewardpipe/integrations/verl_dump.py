@@ -41,13 +41,18 @@ _V1_KEY = re.compile(r"(.+)_(\d+)_(\d+)")
 @dataclass
 class DumpRead:
     """What :func:`read_rollout_dump` made of a dump: the records and transcripts (plain dicts in
-    :class:`rewardpipe.models.Record` / ``RolloutTranscript`` shape), the lines it skipped (``file:line: why``)
-    and whether any line carried a group id (``uid``) rather than being grouped by its prompt."""
+    :class:`rewardpipe.models.Record` / ``RolloutTranscript`` shape), the lines it skipped (``file:line: why``),
+    whether any line carried a group id (``uid``) rather than being grouped by its prompt, and the components."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     transcripts: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     grouped_by_uid: bool = False
+    components: dict[str, None] = field(default_factory=dict)  # the numeric keys read, first seen first
+    #: :func:`import_rollout_dump`: rollouts written, their steps, and the steps left as the store held them
+    count: int = 0
+    steps: set[int] = field(default_factory=set)
+    already_stored: list[int] = field(default_factory=list)
 
 
 def dump_files(path: str | Path) -> list[Path]:
@@ -114,82 +119,82 @@ def read_rollout_dump(path: str | Path, run_id: str = "verl", weights: Mapping[s
     files). ``weights``: the reward's component weights (default 1.0 each; verl's dump does not carry them), which
     the advantage shares read. Steps come from each line's ``step`` (else the file's name)."""
     out = DumpRead()
-    files = dump_files(path)
-    components: dict[str, None] = {}  # every numeric key of the dump, in first-seen order
-    parsed: list[tuple[Path, int, int, dict[str, Any]]] = []
-    for file in files:
-        if _being_written(file):
-            out.skipped.append(
-                f"{file}: its last line has no newline, so verl is still writing it: not imported (a step judged on "
-                f"part of its rollouts is not judged again); import again once it is written"
-            )
+    for file in dump_files(path):
+        _read_file(file, run_id, weights, out)
+    return out
+
+
+def _read_file(file: Path, run_id: str, weights: Mapping[str, float] | None, out: DumpRead) -> None:
+    """One step file's records and transcripts, appended to ``out`` (its components: the file's numeric keys)."""
+    if _being_written(file):
+        out.skipped.append(
+            f"{file}: its last line has no newline, so verl is still writing it: not imported (a step judged on "
+            f"part of its rollouts is not judged again); import again once it is written"
+        )
+        return
+    name_step = _STEP_FILE.fullmatch(file.name)
+    components: dict[str, None] = {}  # every numeric key of the file, in first-seen order
+    parsed: list[tuple[int, int, dict[str, Any]]] = []
+    for lineno, line, problem in _lines(file):
+        if problem is None and not isinstance(line, dict):
+            problem = f"a JSON {type(line).__name__}, not an object"
+        elif problem is None and _number(line.get("score")) is None:
+            problem = "no finite numeric score (the reward verl trained on)"
+        step = line.get("step") if isinstance(line, dict) else None
+        if problem is None and not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
+            if name_step is None:
+                problem = "no step (a non-negative whole number) and the file is not named <step>.jsonl"
+            else:
+                step = int(name_step.group(1))
+        if problem is not None:
+            out.skipped.append(f"{file}:{lineno}: {problem}")
             continue
-        name_step = _STEP_FILE.fullmatch(file.name)
-        for lineno, line, problem in _lines(file):
-            where = f"{file}:{lineno}"
-            if problem is None and not isinstance(line, dict):
-                problem = f"a JSON {type(line).__name__}, not an object"
-            elif problem is None and _number(line.get("score")) is None:
-                problem = "no finite numeric score (the reward verl trained on)"
-            step = line.get("step") if isinstance(line, dict) else None
-            if problem is None and not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
-                if name_step is None:
-                    problem = "no step (a non-negative whole number) and the file is not named <step>.jsonl"
-                else:
-                    step = int(name_step.group(1))
-            if problem is not None:
-                out.skipped.append(f"{where}: {problem}")
-                continue
-            assert isinstance(line, dict) and isinstance(step, int)
-            for key, value in line.items():
-                if key not in VERL_DUMP_KEYS and key != ERROR_FLAG and _number(value) is not None:
-                    components.setdefault(key)
-            parsed.append((file, lineno, step, line))
+        assert isinstance(line, dict) and isinstance(step, int)
+        for key, value in line.items():
+            if key not in VERL_DUMP_KEYS and key != ERROR_FLAG and _number(value) is not None:
+                components.setdefault(key)
+        parsed.append((lineno, step, line))
     weight_of = {name: float((weights or {}).get(name, 1.0)) for name in components}
     # One line per rollout: a session's last output (the highest index) stands for it, as verl's trainer keeps it.
     latest: dict[tuple[int, str, str], tuple[int, dict[str, Any]]] = {}
-    for file, lineno, step, line in parsed:
+    for lineno, step, line in parsed:
         group_id, rollout_id, index, by_uid = _identity(line, f"{file.stem}-l{lineno}")
         out.grouped_by_uid = out.grouped_by_uid or by_uid
         key = (step, group_id, rollout_id)
         if key not in latest or index >= latest[key][0]:
             latest[key] = (index, line)
+    out.components.update(dict.fromkeys(components))
     for (step, group_id, rollout_id), (_, line) in latest.items():
         values = {name: _number(line.get(name)) for name in components}
         flagged = _number(line.get(ERROR_FLAG)) not in (None, 0.0)
         ids = {"run_id": run_id, "step": step, "group_id": group_id, "rollout_id": rollout_id, "task_id": group_id}
-        out.records.append(
-            {
-                **ids,
-                "status": "error" if flagged else "scored",
-                "error": (
-                    {
-                        "kind": "reward_error",
-                        "message": f"rewardpipe could not score it (verl trained on {line['score']})",
-                    }
-                    if flagged
-                    else None
-                ),
-                "components": dict.fromkeys(components) if flagged else values,
-                "weights": weight_of,
-                "aggregate": None if flagged else float(line["score"]),
-                "metrics": {},
-            }
-        )
+        record = {
+            **ids,
+            "status": "error" if flagged else "scored",
+            "error": (
+                {"kind": "reward_error", "message": f"rewardpipe could not score it (verl trained on {line['score']})"}
+                if flagged
+                else None
+            ),
+            "components": dict.fromkeys(components) if flagged else values,
+            "weights": weight_of,
+            "aggregate": None if flagged else float(line["score"]),
+            "metrics": {},
+        }
+        out.records.append(record)
         out.transcripts.append(
             {
                 **ids,
                 "verdict": {"status": "not_executed", "reason": "verl's rollout: no code run by rewardpipe"},
-                "status": out.records[-1]["status"],
-                "components": out.records[-1]["components"],
-                "aggregate": out.records[-1]["aggregate"],
+                "status": record["status"],
+                "components": record["components"],
+                "aggregate": record["aggregate"],
                 "messages": [
                     {"role": "user", "content": _text(line.get("input"))},
                     {"role": "assistant", "content": _text(line.get("output"))},
                 ],
             }
         )
-    return out
 
 
 def _text(value: Any) -> str:
@@ -197,22 +202,39 @@ def _text(value: Any) -> str:
 
 
 def import_rollout_dump(
-    path: str | Path, store: Any, run_id: str = "verl", weights: Mapping[str, float] | None = None
+    path: str | Path,
+    store: Any,
+    run_id: str = "verl",
+    weights: Mapping[str, float] | None = None,
+    *,
+    again: bool = False,
 ) -> DumpRead:
-    """Write the dump's records and transcripts into ``store`` (a :class:`rewardpipe.store.Store`) under
-    ``run_id``; importing the same dump again overwrites the same keys. Returns what was read."""
+    """Write the dump's records and transcripts into ``store`` (a :class:`rewardpipe.store.Store`) under ``run_id``,
+    one step file at a time (a long run's dump is never held whole). A step the store already holds for the run is
+    left as it is (``already_stored``), so importing a growing dump again adds its new steps; ``again`` writes
+    every step again (the same keys). Returns what was read, without the records (``count``, ``steps``)."""
     from rewardpipe.models import Record
     from rewardpipe.transcripts import RolloutTranscript
 
-    read = read_rollout_dump(path, run_id, weights)
-    written = []
-    for record, transcript in zip(read.records, read.transcripts, strict=True):
-        try:  # an id the store cannot file (too long once encoded) loses its own rollout only
-            store.put_record(Record.model_validate(record))
-            store.put_transcript(RolloutTranscript.model_validate(transcript))
-        except ValueError as exc:
-            read.skipped.append(f"step {record['step']} rollout {record['rollout_id'][:80]!r}: {exc}")
+    stored = set() if again or run_id not in store.list_runs() else set(store.list_steps(run_id))
+    summary = DumpRead()
+    for file in dump_files(path):
+        name_step = _STEP_FILE.fullmatch(file.name)
+        if name_step is not None and int(name_step.group(1)) in stored:
+            summary.already_stored.append(int(name_step.group(1)))
             continue
-        written.append(record)
-    read.records = written
-    return read
+        read = DumpRead()
+        _read_file(file, run_id, weights, read)
+        summary.skipped += read.skipped
+        summary.grouped_by_uid = summary.grouped_by_uid or read.grouped_by_uid
+        summary.components.update(read.components)
+        for record, transcript in zip(read.records, read.transcripts, strict=True):
+            try:  # a rollout the store refuses loses itself only
+                store.put_record(Record.model_validate(record))
+                store.put_transcript(RolloutTranscript.model_validate(transcript))
+            except ValueError as exc:
+                summary.skipped.append(f"step {record['step']} rollout {record['rollout_id'][:80]!r}: {exc}")
+                continue
+            summary.count += 1
+            summary.steps.add(record["step"])
+    return summary

@@ -57,7 +57,7 @@ def test_a_component_constant_in_every_group_is_alarmed_with_example_transcripts
     _write(tmp_path / "dump/1.jsonl", _legacy_step(1))
     store = LocalStore(tmp_path / "store")
     read = import_rollout_dump(tmp_path / "dump", store, "run")
-    assert not read.skipped and not read.grouped_by_uid and len(read.records) == 20
+    assert not read.skipped and not read.grouped_by_uid and read.count == 20
     result = monitor_records(store.iter_records("run"))
     report = result.step(1)
     assert report.components["style"].verdict == "dead"  # varies across groups: the batch std would hide it
@@ -136,6 +136,18 @@ def test_the_command_imports_and_the_monitor_alarms(tmp_path):
     assert verdicts == {(1, "correct"): "ok", (1, "style"): "dead", (2, "correct"): "ok", (2, "style"): "dead"}
 
 
+def test_importing_a_growing_dump_again_adds_its_new_steps_only(tmp_path):
+    store = LocalStore(tmp_path / "store")
+    _write(tmp_path / "dump/1.jsonl", _legacy_step(1))
+    assert import_rollout_dump(tmp_path / "dump", store, "run").steps == {1}
+    judged = monitor_records(store.iter_records("run"))
+    _write(tmp_path / "dump/2.jsonl", _legacy_step(2))
+    again = import_rollout_dump(tmp_path / "dump", store, "run")
+    assert again.steps == {2} and again.already_stored == [1] and again.count == 20
+    assert [r.step for r in monitor_records(store.iter_records("run"), previous_state=judged.state).steps] == [1, 2]
+    assert import_rollout_dump(tmp_path / "dump", store, "run", again=True).steps == {1, 2}
+
+
 def test_the_command_names_a_path_that_is_no_dump(tmp_path):
     from rewardpipe.cli import app
 
@@ -201,8 +213,8 @@ def test_verls_legacy_dump_of_rewardpipes_components_alarms_on_the_constant_one(
 
     store = LocalStore(tmp_path / "store")
     read = import_rollout_dump(tmp_path / "dump", store, "verl-run")
-    assert not read.skipped and not read.grouped_by_uid and len(read.records) == 20
-    assert list(read.records[0]["components"]) == ["format", "answer_correct"]
+    assert not read.skipped and not read.grouped_by_uid and read.count == 20
+    assert list(read.components) == ["format", "answer_correct"]
     result = monitor_records(store.iter_records("verl-run"))
     report = result.step(3)
     assert report.components["format"].verdict == "dead"
@@ -251,6 +263,6 @@ def test_a_rollout_the_store_refuses_loses_itself_only_and_a_long_uid_is_filed(t
     _write(tmp_path / "dump/1.jsonl", lines)
     store = Refusing(tmp_path / "store")
     read = import_rollout_dump(tmp_path / "dump", store, "run")
-    assert len(read.records) == 19 and len(read.skipped) == 1 and "refused" in read.skipped[0]
+    assert read.count == 19 and len(read.skipped) == 1 and "refused" in read.skipped[0]
     stored = list(store.iter_records("run"))
     assert len(stored) == 19 and sum(r.group_id == "u" * 300 for r in stored) == 4  # a long id is hashed, kept
