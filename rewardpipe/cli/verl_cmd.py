@@ -57,7 +57,10 @@ def import_cmd(
         )
     if not read.count and not read.already_stored:
         fail(f"{dump}: no rollout could be read")
-    components = ", ".join(read.components) or "none (only the aggregate, verl's score, is judged)"
+    components = ", ".join(read.components) or (
+        "none, so only the aggregate (verl's score) is judged: verl 0.9.1's v1 trainer dumps no reward_extra_info "
+        "(trainer.use_v1=false dumps each component)"
+    )
     note(
         f"imported {read.count} rollouts of {len(read.steps)} step(s) into run '{run_id}' of {out}; grouped by "
         f"{'verl uid' if read.grouped_by_uid else 'prompt text'}; components: {components}"

@@ -77,6 +77,11 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def _component(value: Any) -> float | None:
+    """A component's value: :func:`_number`, and a bool as 1.0 / 0.0 (verl's DAPO scorer returns ``acc`` as one)."""
+    return float(value) if isinstance(value, bool) else _number(value)
+
+
 def _identity(line: Mapping[str, Any], fallback: str) -> tuple[str, str, int, bool]:
     """``(group, rollout, output index, grouped by uid)`` of a line. With v1's ``{uid}_{session}_{index}`` key the
     group is the uid and the rollout the session (an agent loop's session can dump several outputs, its last one the
@@ -88,9 +93,13 @@ def _identity(line: Mapping[str, Any], fallback: str) -> tuple[str, str, int, bo
         if match:
             return match.group(1), f"{match.group(1)}_{match.group(2)}", int(match.group(3)), True
         return uid, fallback, 0, True
-    prompt = line.get("input")
-    text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
+    text = line["input"]  # a line with neither is refused before (its group cannot be told)
     return "p" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16], fallback, 0, False
+
+
+def _has_text(line: Mapping[str, Any], key: str) -> bool:
+    value = line.get(key)
+    return isinstance(value, str) and value != ""
 
 
 def _being_written(file: Path) -> bool:
@@ -140,6 +149,9 @@ def _read_file(file: Path, run_id: str, weights: Mapping[str, float] | None, out
             problem = f"a JSON {type(line).__name__}, not an object"
         elif problem is None and _number(line.get("score")) is None:
             problem = "no finite numeric score (the reward verl trained on)"
+        elif problem is None and not _has_text(line, "uid") and not _has_text(line, "input"):
+            # grouped by nothing, every such rollout of a step would be one group: a dead component looked alive
+            problem = "neither a uid nor an input (the prompt's text): its group cannot be told"
         step = line.get("step") if isinstance(line, dict) else None
         if problem is None and not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
             if name_step is None:
@@ -151,7 +163,7 @@ def _read_file(file: Path, run_id: str, weights: Mapping[str, float] | None, out
             continue
         assert isinstance(line, dict) and isinstance(step, int)
         for key, value in line.items():
-            if key not in VERL_DUMP_KEYS and key != ERROR_FLAG and _number(value) is not None:
+            if key not in VERL_DUMP_KEYS and key != ERROR_FLAG and _component(value) is not None:
                 components.setdefault(key)
         parsed.append((lineno, step, line))
     weight_of = {name: float((weights or {}).get(name, 1.0)) for name in components}
@@ -165,7 +177,7 @@ def _read_file(file: Path, run_id: str, weights: Mapping[str, float] | None, out
             latest[key] = (index, line)
     out.components.update(dict.fromkeys(components))
     for (step, group_id, rollout_id), (_, line) in latest.items():
-        values = {name: _number(line.get(name)) for name in components}
+        values = {name: _component(line.get(name)) for name in components}
         flagged = _number(line.get(ERROR_FLAG)) not in (None, 0.0)
         ids = {"run_id": run_id, "step": step, "group_id": group_id, "rollout_id": rollout_id, "task_id": group_id}
         record = {

@@ -69,6 +69,19 @@ def test_a_component_constant_in_every_group_is_alarmed_with_example_transcripts
     assert transcript.messages[0].content.startswith("user\nQ") and transcript.messages[1].role == "assistant"
 
 
+def test_a_boolean_extra_info_is_a_component_and_text_is_not(tmp_path):
+    """verl's DAPO scorer returns ``{"score", "acc": bool, "pred": str}``: ``acc`` is judged (here constant inside
+    every group), ``pred`` is not a component."""
+    lines = _legacy_step(1)
+    for line in lines:
+        assert isinstance(line, dict)
+        line.update(acc=line["input"].endswith(("0", "2")), pred="7")
+    _write(tmp_path / "dump/1.jsonl", lines)
+    read = read_rollout_dump(tmp_path / "dump")
+    assert list(read.components) == ["correct", "style", "acc"]
+    assert monitor_records(read.records).step(1).components["acc"].verdict == "dead"
+
+
 def test_reward_error_is_an_error_record_never_a_score(tmp_path):
     _write(tmp_path / "dump/3.jsonl", _legacy_step(3, flagged=2))
     read = read_rollout_dump(tmp_path / "dump")
@@ -90,6 +103,18 @@ def test_bad_lines_are_named_and_skipped_never_the_dump(tmp_path):
     assert [s.rsplit(":", 1)[0].rsplit(":", 1)[1] for s in read.skipped] == ["2", "3", "4"]
     assert "not a JSON line" in read.skipped[0] and "score" in read.skipped[2]
     assert len(read.records) == 17 and {r["step"] for r in read.records} == {2}
+
+
+def test_a_line_with_neither_uid_nor_prompt_is_skipped_not_put_in_one_group_with_the_others(tmp_path):
+    """Grouped by an empty prompt, every such line of a step made one group: a component constant inside each real
+    group but varying between them looked alive."""
+    lines = _legacy_step(5)
+    for line in lines:
+        assert isinstance(line, dict)
+        del line["input"]
+    _write(tmp_path / "dump/5.jsonl", lines)
+    read = read_rollout_dump(tmp_path / "dump")
+    assert not read.records and len(read.skipped) == 20 and "neither a uid nor an input" in read.skipped[0]
 
 
 def test_v1_keys_group_by_uid_and_a_session_counts_once(tmp_path):
