@@ -30,9 +30,11 @@ def import_cmd(
     transcript (prompt and response), grouped by verl's uid or, without one, by prompt; then run `rewardpipe
     monitor` and `rewardpipe report` on the store. Steps the run already holds are left as they are, so importing a
     growing dump again adds its new steps. A line that cannot be read is named and skipped."""
+    from rewardpipe.cli.common import check_run_id
     from rewardpipe.integrations.verl_dump import import_rollout_dump
     from rewardpipe.store import StoreError, open_store
 
+    check_run_id(run_id)
     weights = None
     if reward is not None:
         from rewardpipe.rewards import get_reward

@@ -226,8 +226,12 @@ def import_rollout_dump(
     left as it is (``already_stored``), so importing a growing dump again adds its new steps; ``again`` writes
     every step again (the same keys). Returns what was read, without the records (``count``, ``steps``)."""
     from rewardpipe.models import Record
+    from rewardpipe.store import run_id_problem
     from rewardpipe.transcripts import RolloutTranscript
 
+    problem = run_id_problem(run_id)
+    if problem is not None:  # every rollout would be refused, one message each
+        raise ValueError(problem)
     stored = set() if again or run_id not in store.list_runs() else set(store.list_steps(run_id))
     summary = DumpRead()
     for file in dump_files(path):

@@ -173,12 +173,18 @@ def test_importing_a_growing_dump_again_adds_its_new_steps_only(tmp_path):
     assert import_rollout_dump(tmp_path / "dump", store, "run", again=True).steps == {1, 2}
 
 
-def test_the_command_names_a_path_that_is_no_dump(tmp_path):
+def test_the_command_names_a_path_that_is_no_dump_and_a_bad_run_id_once(tmp_path):
     from rewardpipe.cli import app
 
     (tmp_path / "empty").mkdir()
     out = CliRunner().invoke(app, ["verl", "import", str(tmp_path / "empty"), "--out", str(tmp_path / "store")])
     assert out.exit_code == 1 and "holds no <step>.jsonl" in out.output
+    _write(tmp_path / "dump/1.jsonl", _legacy_step(1))
+    args = ["verl", "import", str(tmp_path / "dump"), "--out", str(tmp_path / "store"), "--run-id", ""]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 2 and out.output.count("--run-id") == 1 and "skipped" not in out.output
+    with pytest.raises(ValueError, match="run_id"):
+        import_rollout_dump(tmp_path / "dump", LocalStore(tmp_path / "store"), "")
 
 
 # --------------------------------------------------------------------------------------------------
