@@ -18,6 +18,7 @@ import logging
 import math
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import PurePath
 from typing import Any
 
 from rewardpipe.safe_text import printable
@@ -42,21 +43,36 @@ class GroupWatch:
     ``groups_per_step``: groups judged together as one step (a training batch's prompts); ``thresholds``: a
     :class:`rewardpipe.monitoring.Thresholds` (default the monitor's); ``run_id``: the records' run. Thread-safe
     (verifiers scores groups concurrently). After each step: ``reports`` (one ``StepReport`` per step),
-    ``alarms`` (every alarm raised), ``state`` (the hysteresis carried from step to step)."""
+    ``alarms`` (every alarm raised), ``state`` (the hysteresis carried from step to step).
 
-    def __init__(self, groups_per_step: int = 8, thresholds: Any = None, run_id: str = "verifiers") -> None:
+    ``store`` (a directory, ``s3://bucket/prefix`` or a :class:`rewardpipe.store.Store`): each judged step's records,
+    transcripts and alarms and the monitor state are written there, so ``rewardpipe monitor`` and ``rewardpipe
+    report`` read the run; a run the store already holds goes on after its last step, with its saved state. A write
+    the store refuses is logged and listed in ``failures``; scoring goes on."""
+
+    def __init__(
+        self, groups_per_step: int = 8, thresholds: Any = None, run_id: str = "verifiers", store: Any = None
+    ) -> None:
         from rewardpipe.monitoring import Thresholds
         from rewardpipe.monitoring.pooling import StepHistory
+        from rewardpipe.store import open_store, run_id_problem
 
         if not isinstance(groups_per_step, int) or isinstance(groups_per_step, bool) or groups_per_step < 1:
             raise ValueError(f"groups_per_step must be a whole number of at least 1, got {groups_per_step!r}")
+        problem = run_id_problem(run_id)
+        if problem is not None:
+            raise ValueError(problem)
         self.groups_per_step = groups_per_step
         self.thresholds = thresholds if thresholds is not None else Thresholds()
         self.run_id = run_id
         self.step = 0  # the step the next group belongs to
         self.reports: list[Any] = []
         self.alarms: list[Any] = []
+        self.failures: list[str] = []
         self.state: Any = None
+        self.store = open_store(str(store)) if isinstance(store, (str, PurePath)) else store
+        if self.store is not None:
+            self._resume()
         self.history = StepHistory()
         self._pending: list[dict[str, Any]] = []
         self._groups = 0  # groups in _pending
@@ -127,6 +143,8 @@ class GroupWatch:
             logger.exception("rewardpipe: the within-group monitor failed on step %s", step)
             return None
         self.state = result.state
+        if self.store is not None:
+            self._persist(records, result)
         report = result.step(step)
         self.reports.append(report)
         for alarm in result.alarms:
@@ -135,6 +153,56 @@ class GroupWatch:
         for key in [key for key, (kept, _) in self._transcripts.items() if kept <= step - KEPT_STEPS]:
             del self._transcripts[key]
         return report
+
+    def _resume(self) -> None:
+        """Go on after the steps the store holds for this run, with its saved monitor state."""
+        from rewardpipe.monitoring.state import load_state
+
+        if self.run_id not in self.store.list_runs():
+            return
+        steps = self.store.list_steps(self.run_id)
+        state, bad = load_state(self.store, self.run_id)
+        if bad is not None:
+            logger.warning("rewardpipe: %s: %s", bad.key, bad.reason)
+        self.state = state
+        last = max([*steps, -1 if state.last_step is None else state.last_step])
+        self.step = last + 1
+
+    def _persist(self, records: list[dict[str, Any]], result: Any) -> None:
+        """The step's records, transcripts, alarms and the monitor state into the store; a refused write is logged."""
+        from rewardpipe.models import Record
+        from rewardpipe.monitoring import StoreAlarmSink, dispatch, state_key
+        from rewardpipe.transcripts import RolloutTranscript
+
+        lost: list[str] = []
+        try:
+            for record in records:
+                self.store.put_record(Record.model_validate(record))
+                ids = {k: record[k] for k in ("run_id", "step", "group_id", "rollout_id", "task_id")}
+                key = transcript_key(self.run_id, record["step"], record["group_id"], record["rollout_id"])
+                kept = self._transcripts.get(key)
+                if kept is not None:
+                    transcript = {
+                        **ids,
+                        "messages": kept[1],
+                        "verdict": {"status": "not_executed", "reason": "a verifiers rollout"},
+                        "status": record["status"],
+                        "components": record["components"],
+                        "aggregate": record["aggregate"],
+                    }
+                    self.store.put_transcript(RolloutTranscript.model_validate(transcript))
+        except Exception as exc:  # noqa: BLE001 - reported, scoring goes on
+            lost.append(f"records: {type(exc).__name__}: {exc}")
+        lost += [
+            f"alarm: {failure.error}" for failure in dispatch(result.alarms, [StoreAlarmSink(self.store, self.run_id)])
+        ]
+        try:
+            self.store.put_json(state_key(self.run_id), result.state.to_dict())
+        except Exception as exc:  # noqa: BLE001 - reported, scoring goes on
+            lost.append(f"monitor state: {type(exc).__name__}: {exc}")
+        for message in lost:
+            self.failures.append(f"not stored: {message}")
+            logger.warning("rewardpipe: not stored at step %s: %s", records[0]["step"] if records else "?", message)
 
     def _log(self, alarm: Any) -> None:
         data = alarm.to_dict()

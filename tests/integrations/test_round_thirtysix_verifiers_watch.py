@@ -9,6 +9,7 @@ test-verifiers``) plays real ``vf.SingleTurnEnv`` groups against a local chat en
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 
@@ -90,3 +91,44 @@ def test_a_real_rubric_hands_each_group_to_the_watch():
     (alarm,) = [a for a in watch.alarms if a.component == "format"]
     conversation = watch.transcript(alarm.to_dict()["examples"][0])
     assert conversation[0]["content"] == "5 + 7?" and conversation[-1]["content"] in ("#### 12", "#### 13")
+
+
+def test_with_a_store_the_run_is_read_by_monitor_and_report_and_goes_on_after_a_restart(tmp_path):
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+    from rewardpipe.store import LocalStore
+
+    conversation = [{"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": "#### 4"}]
+    watch = GroupWatch(groups_per_step=4, run_id="vf", store=str(tmp_path / "store"))
+    for _ in range(4):
+        watch.add_group(_group([1.0, 0.0, 1.0, 0.0]), WEIGHTS, [conversation] * 4)
+    assert not watch.failures
+    store = LocalStore(tmp_path / "store")
+    (alarm,) = [a for a in watch.alarms if a.component == "format"]
+    stored = store.get_transcript(alarm.to_dict()["examples"][0]["transcript_key"])
+    assert [m.content for m in stored.messages] == ["2 + 2?", "#### 4"]
+    assert any("format" in key for key in store.list_keys("runs/vf/alarms/"))
+
+    again = GroupWatch(groups_per_step=4, run_id="vf", store=store)  # a restarted run: step 1 next, state kept
+    for _ in range(4):
+        again.add_group(_group([1.0, 0.0, 1.0, 0.0]), WEIGHTS, [conversation] * 4)
+    assert [r.step for r in again.reports] == [1] and not again.alarms  # the open alarm is not raised twice
+    out = CliRunner().invoke(app, ["monitor", str(tmp_path / "store"), "--json"])
+    assert out.exit_code == 0, out.output
+    verdicts = [s["components"]["format"]["verdict"] for s in json.loads(out.stdout)["steps"]]
+    assert verdicts == ["dead", "dead"]
+
+
+def test_a_store_that_refuses_writes_never_stops_the_watch(tmp_path):
+    from rewardpipe.store import LocalStore
+
+    class Refusing(LocalStore):
+        def put_record(self, record):
+            raise OSError("disk full")
+
+    watch = GroupWatch(groups_per_step=4, store=Refusing(tmp_path / "store"))
+    for _ in range(4):
+        report = watch.add_group(_group([1.0, 0.0, 1.0, 0.0]), WEIGHTS)
+    assert report.components["format"].verdict == "dead"
+    assert watch.failures and "disk full" in watch.failures[0]
