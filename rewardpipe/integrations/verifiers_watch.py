@@ -181,16 +181,22 @@ class GroupWatch:
                 ids = {k: record[k] for k in ("run_id", "step", "group_id", "rollout_id", "task_id")}
                 key = transcript_key(self.run_id, record["step"], record["group_id"], record["rollout_id"])
                 kept = self._transcripts.get(key)
-                if kept is not None:
-                    transcript = {
-                        **ids,
-                        "messages": kept[1],
-                        "verdict": {"status": "not_executed", "reason": "a verifiers rollout"},
-                        "status": record["status"],
-                        "components": record["components"],
-                        "aggregate": record["aggregate"],
-                    }
-                    self.store.put_transcript(RolloutTranscript.model_validate(transcript))
+                if kept is None:
+                    continue
+                transcript = {
+                    **ids,
+                    "messages": kept[1],
+                    "verdict": {"status": "not_executed", "reason": "a verifiers rollout"},
+                    "status": record["status"],
+                    "components": record["components"],
+                    "aggregate": record["aggregate"],
+                }
+                try:  # a conversation that is no transcript (a message part of its own kind) loses itself only
+                    valid = RolloutTranscript.model_validate(transcript)
+                except ValueError as exc:
+                    lost.append(f"transcript of {record['rollout_id']}: {type(exc).__name__}: {exc}")
+                    continue
+                self.store.put_transcript(valid)
         except Exception as exc:  # noqa: BLE001 - reported, scoring goes on
             lost.append(f"records: {type(exc).__name__}: {exc}")
         lost += [

@@ -132,3 +132,17 @@ def test_a_store_that_refuses_writes_never_stops_the_watch(tmp_path):
         report = watch.add_group(_group([1.0, 0.0, 1.0, 0.0]), WEIGHTS)
     assert report.components["format"].verdict == "dead"
     assert watch.failures and "disk full" in watch.failures[0]
+
+
+def test_a_conversation_that_is_no_transcript_loses_its_transcript_only(tmp_path):
+    from rewardpipe.store import LocalStore
+
+    store = LocalStore(tmp_path / "store")
+    good = [{"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": "#### 4"}]
+    bad = [{"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": {"parts": ["#### 4"]}}]
+    watch = GroupWatch(groups_per_step=4, store=store)
+    for _ in range(4):
+        watch.add_group(_group([1.0, 0.0, 1.0, 0.0]), WEIGHTS, [bad, good, good, good])
+    assert len(watch.failures) == 4 and all("transcript of g" in f for f in watch.failures)
+    assert len(list(store.iter_records("verifiers"))) == 16  # every record stored
+    assert len(store.list_keys("runs/verifiers/transcripts/")) == 12
