@@ -22,7 +22,6 @@ from pathlib import PurePath
 from typing import Any
 
 from rewardpipe.safe_text import printable
-from rewardpipe.store import transcript_key
 
 logger = logging.getLogger("rewardpipe.verifiers")
 
@@ -88,6 +87,8 @@ class GroupWatch:
         """One group: each rollout's component values (a NaN or missing value: the rollout could not be scored,
         an error record), the weights, and each rollout's conversation (kept for the alarms' examples). Returns
         the ``StepReport`` when this group completed a step, else None."""
+        from rewardpipe.store import transcript_key  # the runner's key: alarm examples point at it
+
         with self._lock:
             group_id = f"g{self._groups}"
             step = self.step
@@ -172,6 +173,7 @@ class GroupWatch:
         """The step's records, transcripts, alarms and the monitor state into the store; a refused write is logged."""
         from rewardpipe.models import Record
         from rewardpipe.monitoring import StoreAlarmSink, dispatch, state_key
+        from rewardpipe.store import transcript_key
         from rewardpipe.transcripts import RolloutTranscript
 
         lost: list[str] = []
