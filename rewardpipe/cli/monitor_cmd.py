@@ -88,6 +88,18 @@ def read_jsonl_records(path: Path, on_bad: Callable[[Any], None], duplicates: li
                 on_bad(BadObject(where, reason))
 
 
+def _dump_hint(directory: Path) -> str:
+    """What to do with verl's rollout dump (``<step>.jsonl`` files), which is no store: import it first."""
+    from rewardpipe.integrations.verl_dump import STEP_FILE
+
+    if not any(STEP_FILE.fullmatch(p.name) for p in directory.iterdir() if p.is_file()):
+        return ""
+    return (
+        f"; its <step>.jsonl files look like verl's rollout dump (trainer.rollout_data_dir): import it first, "
+        f"`rewardpipe verl import {directory} --out STORE`, then read STORE"
+    )
+
+
 class _Source:
     """What PATH turned out to be: a store (with the run to read) or a JSONL file."""
 
@@ -134,7 +146,7 @@ class _Source:
             self.run_id = decode_id(local.name)
             local = local.parent.parent
         if not (local / "runs").is_dir():
-            fail(f"{path} is a directory but not a rewardpipe store (no runs/ folder inside)")
+            fail(f"{path} is a directory but not a rewardpipe store (no runs/ folder inside){_dump_hint(local)}")
         try:
             self.store = LocalStore(local)
         except StoreError as exc:

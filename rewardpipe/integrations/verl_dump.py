@@ -33,7 +33,7 @@ VERL_DUMP_KEYS = frozenset({"input", "output", "gts", "score", "step", "uid", "r
 #: rewardpipe's per-sample flag (:func:`rewardpipe.integrations.verl.compute_score`).
 ERROR_FLAG = "reward_error"
 #: verl's dump file of one step: ``<global_steps>.jsonl``.
-_STEP_FILE = re.compile(r"(\d+)\.jsonl")
+STEP_FILE = re.compile(r"(\d+)\.jsonl")
 #: verl 0.9.1's v1 key of a rollout: ``{uid}_{session_id}_{index}``.
 _V1_KEY = re.compile(r"(.+)_(\d+)_(\d+)")
 
@@ -63,10 +63,10 @@ def dump_files(path: str | Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise ValueError(f"verl rollout dump not found: {path} (give trainer.rollout_data_dir or one <step>.jsonl)")
-    files = [p for p in path.iterdir() if p.is_file() and _STEP_FILE.fullmatch(p.name)]
+    files = [p for p in path.iterdir() if p.is_file() and STEP_FILE.fullmatch(p.name)]
     if not files:
         raise ValueError(f"{path} holds no <step>.jsonl file: is it verl's trainer.rollout_data_dir?")
-    return sorted(files, key=lambda p: int(_STEP_FILE.fullmatch(p.name).group(1)))  # type: ignore[union-attr]
+    return sorted(files, key=lambda p: int(STEP_FILE.fullmatch(p.name).group(1)))  # type: ignore[union-attr]
 
 
 def _number(value: Any) -> float | None:
@@ -141,7 +141,7 @@ def _read_file(file: Path, run_id: str, weights: Mapping[str, float] | None, out
             f"part of its rollouts is not judged again); import again once it is written"
         )
         return
-    name_step = _STEP_FILE.fullmatch(file.name)
+    name_step = STEP_FILE.fullmatch(file.name)
     components: dict[str, None] = {}  # every numeric key of the file, in first-seen order
     parsed: list[tuple[int, int, dict[str, Any]]] = []
     for lineno, line, problem in _lines(file):
@@ -235,7 +235,7 @@ def import_rollout_dump(
     stored = set() if again or run_id not in store.list_runs() else set(store.list_steps(run_id))
     summary = DumpRead()
     for file in dump_files(path):
-        name_step = _STEP_FILE.fullmatch(file.name)
+        name_step = STEP_FILE.fullmatch(file.name)
         if name_step is not None and int(name_step.group(1)) in stored:
             summary.already_stored.append(int(name_step.group(1)))
             continue

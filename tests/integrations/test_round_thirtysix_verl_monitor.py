@@ -297,3 +297,14 @@ def test_a_rollout_the_store_refuses_loses_itself_only_and_a_long_uid_is_filed(t
     assert read.count == 19 and len(read.skipped) == 1 and "refused" in read.skipped[0]
     stored = list(store.iter_records("run"))
     assert len(stored) == 19 and sum(r.group_id == "u" * 300 for r in stored) == 4  # a long id is hashed, kept
+
+
+@pytest.mark.parametrize("command", ["monitor", "report"])
+def test_monitor_and_report_given_the_dump_itself_say_to_import_it(tmp_path, command):
+    from rewardpipe.cli import app
+
+    _write(tmp_path / "dump/1.jsonl", _legacy_step(1))
+    extra = ["--out", str(tmp_path / "report.html")] if command == "report" else []
+    out = CliRunner().invoke(app, [command, str(tmp_path / "dump"), *extra])
+    assert out.exit_code == 1 and "not a rewardpipe store" in out.output
+    assert f"rewardpipe verl import {tmp_path / 'dump'} --out STORE" in out.output.replace("\n", "")
