@@ -5,8 +5,10 @@ The rules (documented in the README, each covered by tests):
 1. Code is the content of *fenced* blocks (three or more backticks or tildes, closed by a fence of the same
    character at least as long, indented at most three columns more than the opening one, as Markdown has it: a
    fence line indented further, such as a Markdown example in a docstring, is the code's; in a turn that closes a
-   block no other way, any fence line closes). A fence may be indented (models nest blocks in list items); the block's
-   lines lose that indentation so the code still parses (counted in columns, a tab reaching the next multiple
+   block no other way, any fence line closes). In a Python block, a fence line inside a triple-quoted string (a
+   Markdown example in a docstring or a template) is the string's; when the code leaves such a string open to the
+   end of the turn, fence lines close as written. A fence may be indented (models nest blocks in list items); the
+   block's lines lose that indentation so the code still parses (counted in columns, a tab reaching the next multiple
    of four, as Markdown counts it, so tabs and spaces may differ between the fence and the code). A
    byte-order mark before a fence or before a block's first line of code (after blank lines, before or after
    the fence's indentation) is ignored, as Python ignores one at the start of a file. A block whose info string
@@ -139,6 +141,7 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     # NEL, U+2028 and other separators, which may sit raw inside a string literal of the code.
     lines = _LINE_BREAK.split(text)
     lenient = False  # whether a closing fence may be indented any amount (see _block_end)
+    reads_strings = True  # whether a fence line inside a Python block's triple-quoted string is the string's
     i = 0
     while i < len(lines):
         opening = _fence_opening(lines[i])
@@ -152,12 +155,21 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
         body: list[str] = []
         started = False  # whether the block's code has begun (a line that is not blank)
         i += 1
-        end = _block_end(lines, i, fence, indent, not lenient)
+        strings = reads_strings and info in PYTHON_TAGS
+        end = _block_end(lines, i, fence, indent, not lenient, strings)
         if end == len(lines) and not lenient:
             # No closing fence as Markdown places one: this writer indents them further (a sloppy list item), so
             # from here on any fence line closes (at most one scan of the rest of the turn is spent finding out).
             lenient = True
-            end = _block_end(lines, i, fence, indent, False)
+            end = _block_end(lines, i, fence, indent, False, strings)
+        if end == len(lines) and strings:
+            # No fence outside a string closes the block: its code leaves a string open (cut at max_length, or
+            # broken), so from here on fence lines close as written, strings or not (at most one more such scan).
+            reads_strings = False
+            end = _block_end(lines, i, fence, indent, not lenient, False)
+            if end == len(lines) and not lenient:
+                lenient = True
+                end = _block_end(lines, i, fence, indent, False, False)
         while i < end:
             line = lines[i]
             if not started and line.strip():
@@ -177,21 +189,53 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     return blocks, prose
 
 
-def _block_end(lines: list[str], start: int, fence: str, indent: int, strict: bool) -> int:
+def _block_end(lines: list[str], start: int, fence: str, indent: int, strict: bool, strings: bool = False) -> int:
     """The index of the line closing a block opened by ``fence`` (indented ``indent`` columns) whose body starts at
     ``start``, or ``len(lines)`` for a block left open. A closing fence is the fence's character, at least as many.
     ``strict``: indented at most three columns more than the opening one, as Markdown has it; a fence line indented
-    further is the code's (a Markdown example in an indented docstring: ``    ```""). Without it, any indentation."""
+    further is the code's (a Markdown example in an indented docstring: ``    ```""). Without it, any indentation.
+    ``strings``: the body is Python, and a fence line while one of its triple-quoted strings is open is the
+    string's (a Markdown example in a docstring or a template, at the string's own indentation)."""
+    open_string: str | None = None  # the triple quote of a string still open at this line, if any
     for index in range(start, len(lines)):
         line = lines[index]
         closing = line.strip()
         if (
-            closing.startswith(fence)
+            open_string is None
+            and closing.startswith(fence)
             and not closing.strip(fence[0])
             and (not strict or _columns(line[: len(line) - len(line.lstrip(" \t"))]) <= indent + 3)
         ):
             return index
+        if strings:
+            open_string = _string_open_after(line, open_string)
     return len(lines)
+
+
+# Outside a string, what starts a comment or a string; inside one, what ends it (a backslash escapes the next
+# character, in a raw string too as far as where the string ends goes). Each is a choice of fixed strings, tried
+# once per position: no backtracking.
+_CODE_TOKEN = re.compile(r"""#|\"\"\"|'''|"|'""")
+_STRING_END = {quote: re.compile(r"\\.|" + re.escape(quote)) for quote in ('"""', "'''", '"', "'")}
+
+
+def _string_open_after(line: str, open_string: str | None) -> str | None:
+    """The triple quote of the string still open at the end of ``line`` (a line of Python), given the one open at
+    its start, or None. A string opened with one quote ends with its line (closed, or a syntax error no fence rule
+    needs to read). One pass over the line."""
+    position = 0
+    while True:
+        if open_string is not None:
+            end = _STRING_END[open_string].search(line, position)
+            while end is not None and end.group() != open_string:  # an escaped character inside the string
+                end = _STRING_END[open_string].search(line, end.end())
+            if end is None:
+                return open_string if len(open_string) == 3 else None
+            position = end.end()
+        token = _CODE_TOKEN.search(line, position)
+        if token is None or token.group() == "#":
+            return None
+        open_string, position = token.group(), token.end()
 
 
 def _fence_opening(line: str) -> tuple[int, str, str] | None:
