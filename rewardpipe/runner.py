@@ -25,6 +25,7 @@ from rewardpipe.episode import (
     ConversationError,
     EnvServices,
     EpisodeError,
+    ReplayMismatch,
     build_record,
     converse,
     env_replay,
@@ -381,6 +382,16 @@ def _settle_left_open(
             ended[index] = (state, settled)
 
 
+def _replay_failure(env: Environment, exc: Exception) -> str:
+    """What a ``replay_failed`` record says. A recording the environment answers differently, or a hook the platform
+    stopped (a timeout, a state that is no state), says so as it is; an exception of the user's own hooks, raised
+    while the recording was played through them, names the environment and the line of the user's file that
+    raised, as ``run``'s simulator_error does (``KeyError: 'secret'`` alone named neither)."""
+    if isinstance(exc, (ReplayMismatch, EpisodeError)):
+        return f"{type(exc).__name__}: {exc}"
+    return hook_failure(env, "replay", exc)
+
+
 def score_rollouts(
     rollouts: Sequence[Rollout],
     tasks: dict[str, Any],
@@ -449,9 +460,7 @@ def score_rollouts(
             continue
         state = states[index]
         if isinstance(state, Exception):
-            records.append(
-                _rollout_failure(rollout, run_id, "replay_failed", f"{type(state).__name__}: {state}", reward)
-            )
+            records.append(_rollout_failure(rollout, run_id, "replay_failed", _replay_failure(env, state), reward))
             continue
         outcome = executions.get(index)
         if isinstance(outcome, Exception):

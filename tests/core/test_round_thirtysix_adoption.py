@@ -1,0 +1,52 @@
+"""Round thirty-six, adoption: a new user's own environment and reward through the documented paths."""
+
+from __future__ import annotations
+
+from rewardpipe import Environment, EpisodeState, Reward, TaskRow, component
+from rewardpipe.models import Rollout
+from rewardpipe.runner import NoSandbox, score_rollouts
+
+
+class NumberTask(TaskRow):
+    secret: int
+
+
+@component(range=(0, 1), role="outcome")
+def won(state):
+    return float(state.end_reason == "found")
+
+
+class NumberGame(Environment):
+    name = "number_game"
+    version = "1"
+    task_model = NumberTask
+    state_model = EpisodeState
+    max_turns = 4
+    reward = Reward("number_game", [won])
+
+    def on_policy_turn(self, state, task, text):
+        if text.strip() == "13":
+            raise KeyError("unlucky thirteen")  # the user's own bug, on one recording
+        if text.strip() == str(task.secret):
+            return state.evolve(next_action="score", end_reason="found")
+        return state.evolve(next_action="env")
+
+    def respond(self, state, task, ctx):
+        return state.append({"role": "user", "content": "no"}, next_action="policy")
+
+
+def _recording(rollout_id: str, guess: str) -> Rollout:
+    messages = [{"role": "user", "content": "Guess."}, {"role": "assistant", "content": guess}]
+    return Rollout(rollout_id=rollout_id, group_id="g", task_id="t", messages=messages)
+
+
+def test_a_hook_raising_while_a_recording_is_replayed_names_the_environment_and_the_users_line():
+    tasks = {"t": NumberTask(task_id="t", prompt="Guess.", secret=7)}
+    records = score_rollouts(
+        [_recording("a", "7"), _recording("b", "13")], tasks, executor=NoSandbox(), env=NumberGame(), run_id="r"
+    )
+    assert [r.status for r in records] == ["scored", "error"]
+    error = records[1].error
+    assert error.kind == "replay_failed"
+    assert "number_game" in error.message and "KeyError: 'unlucky thirteen'" in error.message
+    assert "test_round_thirtysix_adoption.py:" in error.message  # the line of the user's file that raised
