@@ -38,9 +38,35 @@ class EnvironmentReport(list):
 def _rows(env: Any, rows: Any) -> list[Any]:
     from rewardpipe.models import load_task_rows
 
-    if isinstance(rows, (str, Path)):
-        return load_task_rows(rows, env.task_model)
-    return [row if isinstance(row, env.task_model) else env.task_model.model_validate(row) for row in rows]
+    if isinstance(rows, (str, os.PathLike)):
+        return load_task_rows(Path(rows), env.task_model)
+    if isinstance(rows, (Mapping, env.task_model)):  # one row given where rows are: its keys were read as rows
+        raise ValueError(
+            f"rows must be a list of task rows (or a task file's path), got one {type(rows).__name__}: "
+            "wrap it in a list"
+        )
+    return [_row(env, index, row) for index, row in enumerate(rows)]
+
+
+def _row(env: Any, index: int, row: Any) -> Any:
+    """``row`` as a row of the environment's task model; one it cannot be is a ValueError naming the row (its
+    position and ``task_id``) and every field wrong, as a task file's line is named (pydantic's error named
+    neither the row nor, for a list of many, which one)."""
+    from pydantic import ValidationError
+
+    from rewardpipe.models import _describe_validation_error
+    from rewardpipe.safe_text import printable
+
+    if isinstance(row, env.task_model):
+        return row
+    try:
+        return env.task_model.model_validate(row)
+    except ValidationError as exc:
+        task_id = row.get("task_id") if isinstance(row, Mapping) else None
+        named = f" ({printable(str(task_id))[:80]!r})" if task_id is not None else ""
+        raise ValueError(
+            f"task row {index}{named} is not a row of {env.task_model.__name__}: {_describe_validation_error(exc)}"
+        ) from None
 
 
 def check_environment(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rewardpipe import Environment, EpisodeState, Reward, TaskRow, component
 from rewardpipe.models import Rollout
 from rewardpipe.runner import NoSandbox, score_rollouts
+from rewardpipe.testing import check_environment
 
 
 class NumberTask(TaskRow):
@@ -50,3 +53,17 @@ def test_a_hook_raising_while_a_recording_is_replayed_names_the_environment_and_
     assert error.kind == "replay_failed"
     assert "number_game" in error.message and "KeyError: 'unlucky thirteen'" in error.message
     assert "test_round_thirtysix_adoption.py:" in error.message  # the line of the user's file that raised
+
+
+def test_check_environment_names_the_task_row_and_the_field_a_list_of_dicts_gets_wrong():
+    rows = [{"task_id": "a", "prompt": "Guess.", "secret": 7}, {"task_id": "b", "prompt": "Guess.", "secret": "x"}]
+    with pytest.raises(ValueError, match=r"task row 1 \('b'\) is not a row of NumberTask: field 'secret'"):
+        check_environment(NumberGame(), rows)
+    with pytest.raises(ValueError, match=r"task row 0 \('a'\).*missing required field 'secret'"):
+        check_environment(NumberGame(), [{"task_id": "a", "prompt": "Guess."}])
+
+
+def test_check_environment_given_one_row_instead_of_a_list_says_so():
+    # Iterated, a dict gave its keys as rows: pydantic's "valid dictionary" error about the string 'task_id'.
+    with pytest.raises(ValueError, match="got one dict: wrap it in a list"):
+        check_environment(NumberGame(), {"task_id": "a", "prompt": "Guess.", "secret": 7})
