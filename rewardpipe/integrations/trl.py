@@ -103,6 +103,9 @@ class ScoredBatch:
     # the multi-turn episodes know their task and how the conversation went; single-turn samples do not.
     details: list[dict[str, Any]] = field(default_factory=list)
     columns: dict[str, list[float | None]] | None = None
+    # Per completion, what its error said (``component 'x' raised ValueError: ... (at file:line)``), for its stored
+    # record and the alarms' examples: the kind alone did not say which component failed, nor where.
+    error_messages: list[str | None] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, float | None]]:
         if self.values is None:
@@ -335,6 +338,9 @@ class BatchScorer:
                 {"task_id": prompt_task_id(prompts[i] if i < len(prompts) else None, key.columns, i)}
                 for i in range(len(key.completions))
             ]
+            for detail, message in zip(batch.details, batch.error_messages, strict=False):
+                if message is not None:
+                    detail[ERROR_MESSAGE] = message
         return batch
 
     def _warn_without_reference(self, key: BatchKey) -> None:
@@ -366,7 +372,9 @@ class BatchScorer:
         errors: list[str | None] = [None if e is None else _row_kind(e) for e in scores.errors]
         names = scores.names
         self.batches_scored += 1
-        return ScoredBatch(fingerprint, None, errors, columns=dict(zip(names, scores.values, strict=True)))
+        batch = ScoredBatch(fingerprint, None, errors, columns=dict(zip(names, scores.values, strict=True)))
+        batch.error_messages = [None if e is None else e.message for e in scores.errors]
+        return batch
 
     def _score_samples(self, key: BatchKey, fingerprint: Any) -> ScoredBatch:
         samples = _samples(key.prompts, key.completions, key.columns)
@@ -475,6 +483,7 @@ def batch_records(
         kind = errors[index] if errors is not None else None
         failed = kind is not None or all(value is None for value in components.values())
         detail = details[index] if details is not None and index < len(details) else {}
+        message = detail.get(ERROR_MESSAGE) or "no component could be computed"
         records.append(
             {
                 "run_id": run_id,
@@ -485,7 +494,7 @@ def batch_records(
                     detail.get("task_id") or group_tasks.get(index // group_size) or f"p{index // group_size}"
                 ),
                 "status": "error" if failed else "scored",
-                "error": {"kind": kind or "unscored", "message": "no component could be computed"} if failed else None,
+                "error": {"kind": kind or "unscored", "message": message} if failed else None,
                 "components": components,
                 "weights": weights,
                 "aggregate": None if failed else weighted_aggregate(components, weights),
@@ -557,6 +566,11 @@ def _row_kind(error: ErrorInfo) -> str:
     return error.kind
 
 
+#: The key of a completion's details (gathered with its row) that carries its error's message, and the most of it kept.
+ERROR_MESSAGE = "error_message"
+ERROR_MESSAGE_CHARS = 2000
+
+
 def _clean_row(row: Any, names: Sequence[str]) -> tuple[dict[str, float | None], str | None, dict[str, Any]]:
     """One gathered row ``(values, error kind, details)`` as the monitor may read it. Rows come from every
     process: one a rank sent malformed (not a triple, a value that is not a number, an error kind that is
@@ -584,6 +598,8 @@ def _clean_row(row: Any, names: Sequence[str]) -> tuple[dict[str, float | None],
             details["task_id"] = detail["task_id"]
         if isinstance(detail.get("metrics"), Mapping):
             details["metrics"] = detail["metrics"]
+        if error is not None and isinstance(detail.get(ERROR_MESSAGE), str):  # bounded: a rank's row is not trusted
+            details[ERROR_MESSAGE] = detail[ERROR_MESSAGE][:ERROR_MESSAGE_CHARS]
     return (empty if error is not None else values), error, details
 
 

@@ -81,7 +81,7 @@ from rewardpipe.episode import (
 )
 from rewardpipe.episode import episode_metrics as environment_metrics
 from rewardpipe.execution.result import ExecutionResult
-from rewardpipe.integrations.trl import BatchScorer, ScoredBatch, resolve_reward
+from rewardpipe.integrations.trl import ERROR_MESSAGE, BatchScorer, ScoredBatch, resolve_reward
 from rewardpipe.models import Message, Record, load_task_rows
 
 logger = logging.getLogger("rewardpipe.trl")
@@ -175,6 +175,7 @@ class Episode:
             "task_id": record.task_id,
             "status": record.status,
             "error": record.error.kind if record.error else None,
+            "error_message": record.error.message if record.error else None,
             "components": dict(record.components),
             # the model's turns: after the task's prompt, whose few-shot assistant examples are not the model's
             "assistant_turns": sum(1 for m in messages[opening:] if m.role == "assistant"),
@@ -716,6 +717,8 @@ class EpisodeScorer(BatchScorer):
                     for k, v in row.items()
                     if k not in _ROW_FIELDS and v is not None and isinstance(v, (int, float, str, bool))
                 },
+                # what the episode's error said (which hook or component, and where), for its stored record
+                **({ERROR_MESSAGE: row["error_message"]} if isinstance(row.get("error_message"), str) else {}),
             }
             for row in rows
         ]
@@ -745,7 +748,7 @@ def _served(row: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, flo
 
 
 #: Fields of an episode row that are not record metrics.
-_ROW_FIELDS = frozenset({"rollout_id", "task_id", "status", "error", "components"})
+_ROW_FIELDS = frozenset({"rollout_id", "task_id", "status", "error", "error_message", "components"})
 _TOKEN_FIELDS = ("completion_tokens", "simulator_tokens")
 
 
