@@ -431,7 +431,24 @@ def reward_functions(
     result), so code is executed once per completion however many components there are.
     """
     reward = resolve_reward(reward_name, weights)
+    warn_if_episode_reward(reward)
     return BatchScorer(reward, executor).functions(), [c.weight for c in reward.components]
+
+
+def warn_if_episode_reward(reward: Reward) -> None:
+    """Warn when a reward given for single-turn completions reads ``state``, an environment's episode: a completion
+    has none (None), so each component reading it fails on every completion and TRL trains on no reward at all, with
+    nothing said until the callback's error alarm (``rewardpipe score --reward`` warns the same way). Episodes are
+    played by ``EpisodeRollout``."""
+    readers = [c.name for c in reward.components if "state" in c.inputs]
+    if readers:
+        logger.warning(
+            "rewardpipe: reward %r reads `state`, an environment's episode (its component(s) %s), which a single-turn "
+            "completion does not have (None): play episodes with EpisodeRollout(tasks, env=...) as rollout_func and "
+            "RewardPipeCallback(episodes=...)",
+            reward.name,
+            ", ".join(readers),
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -701,6 +718,7 @@ class RewardPipeMonitor:
 
             self.scorer: BatchScorer = EpisodeScorer(self.reward, on_complete=self._on_batch)
         else:
+            warn_if_episode_reward(self.reward)
             self.scorer = BatchScorer(self.reward, executor, on_complete=self._on_batch)
         self.reward_funcs = self.scorer.functions()
         self.reward_weights = [c.weight for c in self.reward.components]

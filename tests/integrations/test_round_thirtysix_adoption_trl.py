@@ -7,9 +7,12 @@ component could be computed": the alarm's examples promise to name "the componen
 from __future__ import annotations
 
 import json
+import logging
+
+import pytest
 
 from rewardpipe import Reward, component
-from rewardpipe.integrations.trl import RewardPipeCallback, _clean_row, batch_records
+from rewardpipe.integrations.trl import RewardPipeCallback, _clean_row, batch_records, reward_functions
 from rewardpipe.integrations.trl_episodes import EPISODE_FIELD, EpisodeRollout
 from tests.core.test_round_thirtysix_adoption import NumberGame, NumberTask
 from tests.test_trl_integration import _drive, _FakeTrainer
@@ -60,3 +63,20 @@ def test_a_rows_error_message_from_another_process_is_kept_bounded_and_only_as_t
     assert "error_message" not in _clean_row(({"x": 1.0}, None, {"error_message": "stale"}), ["x"])[2]
     (record,) = batch_records({"x": [None]}, 1, errors=["component_raised"], details=[kept])
     assert record["error"]["message"] == "m" * 2000
+
+
+@pytest.mark.parametrize(
+    "make", [lambda reward: reward_functions(reward), lambda reward: RewardPipeCallback(reward=reward)]
+)
+def test_an_episode_reward_given_for_single_turn_completions_is_warned_about(caplog, make):
+    # The environment's reward reads `state`; single-turn completions have none, so every component would fail on
+    # every completion and TRL would train on no reward, with no word until the error alarm.
+    with caplog.at_level(logging.WARNING, logger="rewardpipe.trl"):
+        make(NumberGame.reward)
+    assert "reads `state`" in caplog.text and "won" in caplog.text and "EpisodeRollout" in caplog.text
+
+
+def test_a_single_turn_reward_is_not_warned_about(caplog):
+    with caplog.at_level(logging.WARNING, logger="rewardpipe.trl"):
+        reward_functions(Reward("tags", [tagged]))
+    assert "reads `state`" not in caplog.text
