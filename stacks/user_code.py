@@ -214,6 +214,18 @@ def resolve_user_code(settings: DeploymentSettings) -> UserCode:
         "single_turn_reward", settings.single_turn_reward, REWARD_GROUP, BUILTIN_REWARDS, packages
     )
     single = _reward("single_turn_reward", "single_turn_weights", single_ref, settings.single_turn_weights, packages)
+    episode_readers = [c.name for c in single.components if "state" in c.inputs]
+    if episode_readers:
+        # The other half of the check above: a single-turn sample has no episode, so a component reading `state`
+        # never has one on AWS (each sample an error record, or a value that cannot vary).
+        raise _problem(
+            "single_turn_reward",
+            settings.single_turn_reward,
+            f"its component(s) {', '.join(episode_readers)} read 'state', an environment's episode, which a "
+            f"single-turn sample does not have, so they could never score one: an environment's reward goes in "
+            f"{CONTEXT_KEY}.reward (or leave it unset for the environment's own)",
+            packages,
+        )
     return UserCode(
         environment_ref=env_ref,
         environment_name=str(getattr(environment, "name", "") or ""),
