@@ -82,6 +82,13 @@ def check_environment(
 
     env = resolve_environment(env)
     reward = resolve_reward(reward) if reward is not None else env.reward
+    readers = [c.name for c in reward.components if "reference" in c.inputs]
+    if readers:  # every play's components would be None: a finding per scenario, none of them saying why
+        raise ValueError(
+            f"reward '{reward.name}' scores single-turn samples: its component(s) {', '.join(readers)} read "
+            f"'reference', which an episode does not have (check it with check_reward); environment '{env.name}' "
+            f"is scored by its own reward '{env.reward.name}' unless reward= names another"
+        )
     tasks = _rows(env, rows)
     if not tasks:
         raise AssertionError("check_environment needs at least one task row")

@@ -67,3 +67,14 @@ def test_check_environment_given_one_row_instead_of_a_list_says_so():
     # Iterated, a dict gave its keys as rows: pydantic's "valid dictionary" error about the string 'task_id'.
     with pytest.raises(ValueError, match="got one dict: wrap it in a list"):
         check_environment(NumberGame(), {"task_id": "a", "prompt": "Guess.", "secret": 7})
+
+
+def test_check_environment_with_a_single_turn_reward_says_it_reads_reference_as_doctor_does():
+    # Played, every scenario's components were None: 16 unexplained_none findings, not one saying why.
+    @component(range=(0, 1), role="outcome")
+    def exact(completion, reference):
+        return float(completion == reference)
+
+    rows = [{"task_id": "a", "prompt": "Guess.", "secret": 7}]
+    with pytest.raises(ValueError, match=r"exact read 'reference', which an episode does not have"):
+        check_environment(NumberGame(), rows, reward=Reward("single", [exact]))
