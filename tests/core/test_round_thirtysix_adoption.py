@@ -78,3 +78,21 @@ def test_check_environment_with_a_single_turn_reward_says_it_reads_reference_as_
     rows = [{"task_id": "a", "prompt": "Guess.", "secret": 7}]
     with pytest.raises(ValueError, match=r"exact read 'reference', which an episode does not have"):
         check_environment(NumberGame(), rows, reward=Reward("single", [exact]))
+
+
+class ForgetsToReturn(NumberGame):
+    def respond(self, state, task, ctx):
+        state.append({"role": "user", "content": "no"}, next_action="policy")  # the return forgotten
+
+    def scenarios(self, task):
+        from rewardpipe import ScriptedPolicy
+
+        return {"reference": ScriptedPolicy(["7"]), "wrong": ScriptedPolicy(["1", "7"])}
+
+
+def test_doctor_names_where_a_hook_that_broke_the_contract_is_defined_as_run_does():
+    # doctor plays a watching wrapper of the environment, whose hooks are rewardpipe's: the location was not found.
+    with pytest.raises(AssertionError) as caught:
+        check_environment(ForgetsToReturn(), [{"task_id": "a", "prompt": "Guess.", "secret": 7}])
+    assert "respond() returned NoneType" in str(caught.value)
+    assert "(respond() is at tests/core/test_round_thirtysix_adoption.py:" in str(caught.value)
