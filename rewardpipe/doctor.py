@@ -387,7 +387,17 @@ class ScenarioRun:
 
 
 def _state_problem(env: Any, state: Any) -> str | None:
-    """Why ``state`` does not survive a JSON round trip (None when it does)."""
+    """Why ``state`` does not survive a JSON round trip (None when it does): the first of the environment's own
+    fields that does not, named as a run's error names it (pydantic's first line, "1 validation error for
+    MyState", named no field), else what breaks the round trip."""
+    from rewardpipe.episode import _BASE_FIELDS, _json_problem
+
+    try:
+        named = _json_problem(state, [name for name in type(state).model_fields if name not in _BASE_FIELDS])
+    except Exception:  # noqa: BLE001 - the round trip below says what breaks
+        named = None
+    if named is not None:
+        return named
     try:
         text = state.model_dump_json()
         again = type(state).model_validate_json(text)

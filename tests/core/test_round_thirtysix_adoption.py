@@ -96,3 +96,27 @@ def test_doctor_names_where_a_hook_that_broke_the_contract_is_defined_as_run_doe
         check_environment(ForgetsToReturn(), [{"task_id": "a", "prompt": "Guess.", "secret": 7}])
     assert "respond() returned NoneType" in str(caught.value)
     assert "(respond() is at tests/core/test_round_thirtysix_adoption.py:" in str(caught.value)
+
+
+class NanState(EpisodeState):
+    closeness: float = 0.0
+
+
+class LeavesANan(NumberGame):
+    state_model = NanState
+
+    def respond(self, state, task, ctx):
+        return state.append({"role": "user", "content": "no"}, next_action="policy", closeness=float("nan"))
+
+    def scenarios(self, task):
+        from rewardpipe import ScriptedPolicy
+
+        return {"reference": ScriptedPolicy(["7"]), "wrong": ScriptedPolicy(["1", "7"])}
+
+
+def test_doctors_state_not_json_finding_names_the_field():
+    # It said pydantic's first line, "ValidationError: 1 validation error for NanState", naming no field.
+    with pytest.raises(AssertionError) as caught:
+        check_environment(LeavesANan(), [{"task_id": "a", "prompt": "Guess.", "secret": 7}])
+    (finding,) = [line for line in str(caught.value).splitlines() if "[state_not_json]" in line]
+    assert "field 'closeness'" in finding and "NaN" in finding
