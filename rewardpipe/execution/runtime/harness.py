@@ -43,6 +43,25 @@ class ModelSystemExit(SystemExit, ModelBaseException):
     command-line answer whose argparse exits with status 2 failed such a test)."""
 
 
+class ModelKeyboardInterrupt(KeyboardInterrupt, ModelBaseException):
+    """The model's ``KeyboardInterrupt``: ``assertRaises(KeyboardInterrupt)`` and ``except KeyboardInterrupt`` catch it,
+    as in one process (round thirty-six: it arrived as a plain :class:`ModelBaseException`, so a right answer that
+    raises it on purpose failed such a test). Uncaught, unittest lets it through and it ends the run, as it ends
+    ``python -m unittest`` (:func:`run_suite`: the model's failure)."""
+
+
+class ModelGeneratorExit(GeneratorExit, ModelBaseException):
+    """The model's ``GeneratorExit``, caught by ``assertRaises(GeneratorExit)`` as in one process (round thirty-six)."""
+
+
+# The built-in exception classes that are no ``Exception``, each with what stands for it here (most specific first).
+MODEL_BASE_EXCEPTIONS: tuple[tuple[type[BaseException], type[ModelBaseException]], ...] = (
+    (SystemExit, ModelSystemExit),
+    (KeyboardInterrupt, ModelKeyboardInterrupt),
+    (GeneratorExit, ModelGeneratorExit),
+)
+
+
 class UndefinedName(HarnessError):
     """The hidden tests' module-level code read ``name``, which neither they nor the model's code define. From one
     job alone this is broken tests (a typo) or an answer that left out a name the tests need (a class, a constant):

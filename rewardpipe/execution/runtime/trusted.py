@@ -79,11 +79,15 @@ class RemoteError(Exception):
 
 def _not_an_exception(cls) -> type | None:
     """What stands here for a built-in exception class that is no ``Exception`` (SystemExit, KeyboardInterrupt,
-    GeneratorExit, BaseException itself): harness.ModelSystemExit for SystemExit, else harness.ModelBaseException
-    (never KeyboardInterrupt itself, which unittest lets through to end the runner's whole run)."""
+    GeneratorExit, BaseException itself): a subclass of both it and harness.ModelBaseException for the first three
+    (``assertRaises(KeyboardInterrupt)`` catches it, as in one process), else harness.ModelBaseException; never the
+    built-in class itself, whose raising here would be the runner's own (harness.run_suite tells them apart)."""
     if not (isinstance(cls, type) and issubclass(cls, BaseException)) or issubclass(cls, Exception):
         return None
-    return harness.ModelSystemExit if issubclass(cls, SystemExit) else harness.ModelBaseException
+    for builtin, stand_in in harness.MODEL_BASE_EXCEPTIONS:
+        if issubclass(cls, builtin):
+            return stand_in
+    return harness.ModelBaseException
 
 
 class Connection:
@@ -622,7 +626,9 @@ def _constructs_without_code(cls: type) -> bool:
     model's (a standard base such as ``json.JSONDecodeError`` has an ``__init__`` of its own, never run on the
     model's values here)."""
     return all(
-        klass.__module__ in ("builtins", "solution") or klass in (harness.ModelBaseException, harness.ModelSystemExit)
+        klass.__module__ in ("builtins", "solution")
+        or klass is harness.ModelBaseException
+        or klass in dict(harness.MODEL_BASE_EXCEPTIONS).values()
         for klass in cls.__mro__
     )
 
