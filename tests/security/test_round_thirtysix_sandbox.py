@@ -13,9 +13,12 @@ import pytest
 
 from rewardpipe.execution import ExecutionStatus
 from tests.security import test_round_thirtyfive_c_sandbox as thirtyfive_c
+from tests.security import test_round_thirtyfive_sandbox as thirtyfive
+from tests.security import test_round_thirtyfour_sandbox_followups as followups
 from tests.security import test_round_thirtyone_sandbox as thirtyone
 
 executor = thirtyone.executor
+one_worker = followups.one_worker
 
 HEADER = "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
 RAISING = {
@@ -70,3 +73,99 @@ def test_an_uncaught_keyboard_interrupt_ends_the_run_as_the_models_failure(execu
         assert not result.is_infrastructure_error
     right = thirtyone._run(executor, "after", RAISING["KeyboardInterrupt"], _expecting("KeyboardInterrupt"), "f")
     assert right.status is ExecutionStatus.PASSED, (right.status, right.reason)
+
+
+# --- a standard library class's attribute the tests change by hand --------------------------------------------------
+# Round thirty-five put back a standard module's attributes after each job, but not those of its classes: a task's
+# tests that set ``json.JSONEncoder.item_separator`` or ``Counter.__missing__`` at module level (without mock's undo)
+# changed them for every later job of the long-lived trusted runner, any task's, whose right answers then failed; and
+# the runner wrote the changing job's own verdict with the changed encoder (an ``error``: "could not run the job").
+# Each case: what the first job's tests do at module level (their own check passes with it, as in one process), what
+# the second job's tests import, and the second job's test body, which passes in a fresh interpreter.
+CLASS_CHANGES = {
+    "json's encoder separators": (
+        "import json\njson.JSONEncoder.item_separator = ';'\n",
+        "        self.assertEqual(json.dumps([f(1), 2]), '[1;2]')\n",
+        "import json\n",
+        "        self.assertEqual(json.dumps([f(1), 2]), '[1, 2]')\n",
+    ),
+    # (a module's function rebound: put back after the job since round thirty-five, but after its verdict was written)
+    "json.dumps rebound": (
+        "import json\njson.dumps = lambda *args, **kwargs: 'faked'\n",
+        "        self.assertEqual(json.dumps(f(1)), 'faked')\n",
+        "import json\n",
+        "        self.assertEqual(json.dumps(f(1)), '1')\n",
+    ),
+    "a class imported by name": (
+        "from collections import Counter\nCounter.__missing__ = lambda self, key: 7\n",
+        "        self.assertEqual(Counter()[f('x')], 7)\n",
+        "import collections\n",
+        "        self.assertEqual(collections.Counter()[f('x')], 0)\n",
+    ),
+    "logging's classes, an attribute replaced and one added": (
+        "import logging\nlogging.Formatter.default_msec_format = '%s'\nlogging.Logger.rp_mark = 1\n",
+        "        self.assertEqual(logging.Formatter.default_msec_format, '%s')\n",
+        "import logging\n",
+        "        self.assertEqual(logging.Formatter.default_msec_format, '%s,%03d')\n"
+        "        self.assertFalse(hasattr(logging.getLogger(f('rp36')), 'rp_mark'))\n",
+    ),
+    "setattr on a module the job imports first": (
+        "import fractions\nsetattr(fractions.Fraction, '__repr__', lambda self: 'X')\n",
+        "        self.assertEqual(repr(fractions.Fraction(f(1), 2)), 'X')\n",
+        "import fractions\n",
+        "        self.assertEqual(repr(fractions.Fraction(f(1), 2)), 'Fraction(1, 2)')\n",
+    ),
+    "random's generator class": (
+        "import random as r\nr.Random.rp_mark = 1\ndel r.Random.choices\n",
+        "        self.assertFalse(hasattr(r.Random, 'choices'))\n",
+        "import random\n",
+        "        self.assertFalse(hasattr(random.Random, 'rp_mark'))\n"
+        "        self.assertEqual(len(random.Random(f(1)).choices([1, 2], k=3)), 3)\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLASS_CHANGES))
+def test_a_standard_class_the_tests_change_is_back_for_the_next_job(one_worker, case):
+    first_top, first_body, second_top, body = CLASS_CHANGES[case]
+    first = thirtyfive._tests(first_top, first_body + "        self.assertEqual(f(1), 1)\n")
+    second = followups._after(one_worker, thirtyfive.IDENTITY, first, thirtyfive._tests(second_top, body))
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
+def test_a_name_the_tests_add_to_a_standard_module_is_kept(one_worker):
+    # (only classes are put back: a module's new name stays for the runner's life, as round thirty-four's tests need)
+    marking = "import json\njson.rp_kept36 = True\njson.JSONDecoder.rp_mark = 1\n"
+    body = "        import json\n        self.assertTrue(getattr(json, 'rp_kept36', False))\n"
+    second = followups._after(
+        one_worker,
+        thirtyfive.IDENTITY,
+        thirtyfive._tests(marking, "        self.assertEqual(f(1), 1)\n"),
+        thirtyfive._tests("", body),
+    )
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
+CHANGING_SOURCES = {
+    "import json\njson.JSONEncoder.item_separator = ';'\n": ("json",),
+    "from collections import Counter as C\ndef setUpModule():\n    C.__missing__ = None\n": ("collections",),
+    "import xml.etree.ElementTree as ET\nsetattr(ET.Element, 'x', 1)\n": ("xml.etree.ElementTree",),
+    "from json import encoder\ndel encoder.JSONEncoder.default\n": ("json",),
+}
+PLAIN_SOURCES = (
+    "import json\njson.rp_kept = 1\n",  # a module's own attribute (WatchedModule's)
+    "import unittest\nclass T(unittest.TestCase):\n    def setUp(self):\n        self.x = 1\n",
+    "obj = f()\nobj.x = 1\nsetattr(obj, 'y', 2)\n",  # the model's object, not a module's class
+    "import numpy\nnumpy.ndarray.x = 1\n",  # (not a standard module)
+)
+
+
+def test_only_tests_that_change_a_standard_class_have_classes_recorded():
+    import ast
+
+    from rewardpipe.execution.runtime import runner_globals
+
+    for source, modules in CHANGING_SOURCES.items():
+        assert runner_globals.class_changing_imports(ast.parse(source)) == modules, source
+    for source in PLAIN_SOURCES:
+        assert runner_globals.class_changing_imports(ast.parse(source)) == (), source

@@ -14,12 +14,14 @@ bounded by the runner's recycling; a part that fails to restore has the runner r
 
 from __future__ import annotations
 
+import ast
 import atexit
 import builtins
 import codecs
 import decimal
 import faulthandler
 import gc
+import importlib
 import locale
 import logging
 import os
@@ -118,6 +120,92 @@ def _restore_rebound() -> None:
         namespace = vars(module)
         if name not in namespace or namespace[name] is not value:
             namespace[name] = value
+
+
+def _import_root(node: ast.expr) -> tuple[str, int] | None:
+    """The name an attribute chain starts from and how many attributes it has (``json.JSONEncoder.x``: json, 2)."""
+    depth = 0
+    while isinstance(node, ast.Attribute):
+        node, depth = node.value, depth + 1
+    return (node.id, depth) if isinstance(node, ast.Name) else None
+
+
+def class_changing_imports(tree: ast.Module) -> tuple[str, ...]:
+    """The standard modules the tests import, when they set or delete an attribute of a class they may have got from
+    one: ``json.JSONEncoder.item_separator = ";"``, ``Counter.__missing__ = ...`` after ``from collections import
+    Counter``, ``setattr(fractions.Fraction, ...)``. Empty when they do none (a module's own attribute, ``json.x = 1``,
+    is :class:`WatchedModule`'s). Read once per test source; what it misses (an alias made at run time) is bounded by
+    the runner's recycling."""
+    modules: dict[str, str] = {}  # a name an import binds -> the module imported
+    from_imported: set[str] = set()  # names bound by ``from module import name``
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                modules[alias.asname or alias.name.partition(".")[0]] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                modules[alias.asname or alias.name] = node.module
+                from_imported.add(alias.asname or alias.name)
+    if not modules:
+        return ()
+    changed = False
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+            targets.append(node)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "delattr")
+            and node.args
+        ):
+            targets.append(ast.Attribute(node.args[0], "_", ast.Store()))
+        for target in targets:
+            root = _import_root(target)
+            if root is not None and root[0] in modules and (root[1] >= 2 or root[0] in from_imported):
+                changed = True
+    if not changed:
+        return ()
+    return tuple(sorted({name for name in modules.values() if name.partition(".")[0] in sys.stdlib_module_names}))
+
+
+class ClassAttributes:
+    """The attributes of the standard library's classes a job's tests may change (:func:`class_changing_imports`),
+    recorded before the tests load and put back when they are done. Round thirty-six: ``json.JSONEncoder.
+    item_separator = ";"`` or ``Counter.__missing__ = ...`` at a task's module level stayed for every later job of the
+    runner (any task's), whose right answers then failed, and the runner's own verdict was written with the changed
+    encoder. The modules named are imported first (the tests import them at once anyway), so a class of a module this
+    job loads first is recorded too; only jobs whose tests change such an attribute pay (a dictionary copy a class of
+    those modules)."""
+
+    def __init__(self, module_names: tuple[str, ...]):
+        for name in module_names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - (the tests' own import reports it, as in one process)
+                continue
+        roots = tuple({name.partition(".")[0] for name in module_names})
+        self.saved: dict[type, dict] = {}
+        for name, module in list(sys.modules.items()):
+            if name.partition(".")[0] in roots and isinstance(module, types.ModuleType):
+                for value in list(vars(module).values()):
+                    if isinstance(value, type) and value not in self.saved:
+                        self.saved[value] = dict(vars(value))
+
+    def restore(self) -> None:
+        """Put back every recorded class whose namespace differs (a name the tests added to one is removed)."""
+        for cls, saved in self.saved.items():
+            try:
+                same = vars(cls) == saved
+            except Exception:  # noqa: BLE001 - a value of the tests' whose comparison raises: put back
+                same = False
+            if not same:
+                _restore_namespace(
+                    dict(vars(cls)),
+                    saved,
+                    lambda name, value, cls=cls: setattr(cls, name, value),
+                    lambda name, cls=cls: delattr(cls, name),
+                )
 
 
 def _is_imported(module: object) -> bool:
@@ -283,6 +371,7 @@ class Baseline:
         self.gc_callbacks = list(gc.callbacks)
         self.event_loop_policy = _event_loop_policy()
         self.gc = (gc.isenabled(), gc.get_threshold())
+        self.classes: ClassAttributes | None = None  # this job's, where its tests change a standard class
 
     def unseen_change(self) -> str | None:
         """The first setting the current job's tests changed that the model's code, in its own process, would read
@@ -315,6 +404,7 @@ class Baseline:
             ("unittest.TestCase", self._testcase),
             ("unittest", self._unittest),
             ("modules", self._modules),
+            ("standard classes", self._classes),
             ("environment", self._environment),
             ("interpreter", self._interpreter),
             ("decimal", self._decimal),
@@ -395,6 +485,19 @@ class Baseline:
             self.modules.update(added)
             _watch_modules(added)
             self.module_count = len(modules)
+
+    def before_the_verdict(self) -> None:
+        """Put back what the runner's own writing of the verdict uses (json's module and classes: tests that set
+        ``json.JSONEncoder.item_separator`` garbled their own job's verdict, an ``error``). Done again, and any
+        failure reported, by :meth:`restore`."""
+        _restore_rebound()
+        if self.classes is not None:
+            self.classes.restore()
+
+    def _classes(self) -> None:
+        classes, self.classes = self.classes, None
+        if classes is not None:
+            classes.restore()
 
     def _codecs(self) -> None:
         for name, handler in self.codec_errors.items():

@@ -39,6 +39,7 @@ import traceback
 import types
 import unittest
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
@@ -2101,6 +2102,9 @@ def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> dict:
         verdict["model_fault"] = True
     except BaseException as exc:  # noqa: BLE001 - any surprise here is a harness fault, reported as such
         verdict["harness_error"] = f"trusted harness crashed: {type(exc).__name__}: {exc}"[:1000]
+    if BASELINE[0] is not None:
+        with contextlib.suppress(Exception):  # (whatever fails is reported by the restore after the job)
+            BASELINE[0].before_the_verdict()
     _write_verdict(verdict_fd, verdict)
     return verdict
 
@@ -2875,6 +2879,9 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     tests_format = job["tests_format"]
     entry_point = job["entry_point"]
     code, names, expected = _prepared_tests(tests, tests_format)
+    changing = _CLASS_CHANGES.get(code)
+    if changing and BASELINE[0] is not None:  # (before the job is active: importing is the runner's own work)
+        BASELINE[0].classes = runner_globals.ClassAttributes(changing)
     conn = Connection(wfd, rfd)
     conn.tests_async = _ASYNC_WORDS.search(tests) is not None
     conn.tests_source = tests
@@ -2894,6 +2901,9 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
 # come close together, but a batch of many groups spread over the workers interleaves them widely.
 _PREPARED: dict[tuple[str, str], tuple] = {}
 _PREPARED_CHARS = [0]  # the characters of the sources in _PREPARED
+# A prepared code object -> the standard modules whose classes its tests change (runner_globals.ClassAttributes);
+# kept as long as the code object is (in _PREPARED, or for its one job).
+_CLASS_CHANGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 PREPARED_TESTS_CACHE_CHARS = 16 << 20
 PREPARED_TESTS_MAX_CHARS = 1 << 20  # a larger test source is parsed for its job only
 
@@ -2916,6 +2926,7 @@ def _prepared_tests(tests: str, tests_format: str) -> tuple:
         except RecursionError:
             raise harness.HarnessError("hidden tests cannot be compiled: nested too deeply") from None
         found = (code, names, expected)
+        _CLASS_CHANGES[code] = runner_globals.class_changing_imports(tree)
         _PREPARED_CHARS[0] += len(tests)
     if len(tests) <= PREPARED_TESTS_MAX_CHARS:
         _PREPARED[key] = found
