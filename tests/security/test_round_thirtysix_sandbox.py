@@ -115,6 +115,17 @@ CLASS_CHANGES = {
         "import fractions\n",
         "        self.assertEqual(repr(fractions.Fraction(f(1), 2)), 'Fraction(1, 2)')\n",
     ),
+    # (interpreter-wide defaults of the standard library, set by a call or in place: decimal.Context() takes its
+    # precision from DefaultContext, and a thread's stack size is the process's)
+    "decimal's default context and the thread stack size": (
+        "import decimal, threading\ndecimal.DefaultContext.prec = 5\n"
+        "decimal.DefaultContext.traps[decimal.Inexact] = True\nthreading.stack_size(1 << 20)\n",
+        "        self.assertEqual(decimal.Context().prec, 5)\n",
+        "import decimal, threading\n",
+        "        self.assertEqual(decimal.Context().prec, 28)\n"
+        "        self.assertFalse(decimal.Context().traps[decimal.Inexact])\n"
+        "        self.assertEqual(threading.stack_size(), f(0))\n",
+    ),
     "random's generator class": (
         "import random as r\nr.Random.rp_mark = 1\ndel r.Random.choices\n",
         "        self.assertFalse(hasattr(r.Random, 'choices'))\n",

@@ -355,6 +355,11 @@ class Baseline:
         self.limits = (sys.getrecursionlimit(), sys.get_int_max_str_digits(), sys.getswitchinterval())
         self.decimal = decimal.getcontext().copy()
         self.decimal_settings = _decimal_settings(self.decimal)
+        # decimal.DefaultContext, which every new context (``decimal.Context()``) and thread starts from, and the
+        # stack size of new threads: interpreter-wide defaults a call or an attribute sets (round thirty-six)
+        self.default_decimal = decimal.DefaultContext.copy()
+        self.default_decimal_settings = _decimal_settings(decimal.DefaultContext)
+        self.thread_stack_size = threading.stack_size()
         self.warnings = (list(warnings.filters), warnings.showwarning, warnings.formatwarning)
         self.logging_disable = logging.root.manager.disable
         self.root_logger = _logger_state(logging.root)
@@ -554,6 +559,18 @@ class Baseline:
 
     def _decimal(self) -> None:
         decimal.setcontext(self.decimal.copy())
+        default = decimal.DefaultContext
+        if _decimal_settings(default) != self.default_decimal_settings:
+            saved = self.default_decimal
+            default.prec, default.rounding, default.Emin, default.Emax = (
+                saved.prec,
+                saved.rounding,
+                saved.Emin,
+                saved.Emax,
+            )
+            default.capitals, default.clamp = saved.capitals, saved.clamp
+            for condition, on in saved.traps.items():
+                default.traps[condition] = on
 
     def _warnings(self) -> None:
         filters, show, format_warning = self.warnings
@@ -591,6 +608,8 @@ class Baseline:
             (gc.enable if enabled else gc.disable)()
         if gc.get_threshold() != threshold:
             gc.set_threshold(*threshold)
+        if threading.stack_size() != self.thread_stack_size:
+            threading.stack_size(self.thread_stack_size)
         if gc.callbacks != self.gc_callbacks:
             gc.callbacks[:] = self.gc_callbacks
         events = sys.modules.get("asyncio.events")
