@@ -136,6 +136,13 @@ CLASS_CHANGES = {
 }
 
 
+def _passes_after(executor, first_top: str, body: str) -> None:
+    """The next job's tests (``body``) pass right after a job whose tests ran ``first_top`` at module level."""
+    first = thirtyfive._tests(first_top, "        self.assertEqual(f(1), 1)\n")
+    second = followups._after(executor, thirtyfive.IDENTITY, first, thirtyfive._tests("", body))
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
 @pytest.mark.parametrize("case", sorted(CLASS_CHANGES))
 def test_a_standard_class_the_tests_change_is_back_for_the_next_job(one_worker, case):
     first_top, first_body, second_top, body = CLASS_CHANGES[case]
@@ -148,13 +155,7 @@ def test_a_name_the_tests_add_to_a_standard_module_is_kept(one_worker):
     # (only classes are put back: a module's new name stays for the runner's life, as round thirty-four's tests need)
     marking = "import json\njson.rp_kept36 = True\njson.JSONDecoder.rp_mark = 1\n"
     body = "        import json\n        self.assertTrue(getattr(json, 'rp_kept36', False))\n"
-    second = followups._after(
-        one_worker,
-        thirtyfive.IDENTITY,
-        thirtyfive._tests(marking, "        self.assertEqual(f(1), 1)\n"),
-        thirtyfive._tests("", body),
-    )
-    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+    _passes_after(one_worker, marking, body)
 
 
 CHANGING_SOURCES = {
@@ -180,3 +181,17 @@ def test_only_tests_that_change_a_standard_class_have_classes_recorded():
         assert runner_globals.class_changing_imports(ast.parse(source)) == modules, source
     for source in PLAIN_SOURCES:
         assert runner_globals.class_changing_imports(ast.parse(source)) == (), source
+
+
+def test_an_audit_hook_the_tests_add_never_runs_in_the_next_job(one_worker):
+    # An audit hook cannot be taken out of a process: one a task's tests added ran during every later job of the
+    # runner (here refusing the next task's tests their own file). The runner is replaced before the next job.
+    hooking = (
+        "import sys\ndef refuse(event, args):\n    if event == 'open' and 'rp36' in str(args[0]):\n"
+        "        raise PermissionError('refused by an earlier task')\nsys.addaudithook(refuse)\n"
+    )
+    body = (
+        "        with open('rp36.txt', 'w') as out:\n            out.write(str(f(1)))\n"
+        "        with open('rp36.txt') as back:\n            self.assertEqual(back.read(), '1')\n"
+    )
+    _passes_after(one_worker, hooking, body)

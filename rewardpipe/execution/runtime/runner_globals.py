@@ -377,6 +377,7 @@ class Baseline:
         self.event_loop_policy = _event_loop_policy()
         self.gc = (gc.isenabled(), gc.get_threshold())
         self.classes: ClassAttributes | None = None  # this job's, where its tests change a standard class
+        self.audit_hook_added = False  # set from the runner's audit hook (sys.addaudithook's own event)
 
     def unseen_change(self) -> str | None:
         """The first setting the current job's tests changed that the model's code, in its own process, would read
@@ -432,7 +433,8 @@ class Baseline:
         asked once what the job left unreferenced has been collected (a file object the tests' module held is closed):
         a thread still running (it would go on acting during later jobs), a descriptor left open (one job's open file
         for the next job's tests to read; and, job after job, the runner's descriptor limit), an exit callback (the
-        tests' code, run when the runner ends). DESCRIPTORS_WATCHED fstat calls a job."""
+        tests' code, run when the runner ends), an audit hook (run on every later job's events).
+        DESCRIPTORS_WATCHED fstat calls a job."""
         left = []
         if threading.active_count() > self.threads:
             left.append("a thread its tests started")
@@ -440,6 +442,9 @@ class Baseline:
             left.append("a descriptor its tests left open")
         if atexit._ncallbacks() != self.exit_callbacks:
             left.append("an exit callback its tests registered")
+        if self.audit_hook_added:  # (round thirty-six: it ran during every later job; no hook can be taken out)
+            self.audit_hook_added = False
+            left.append("an audit hook its tests added")
         return left
 
     def _builtins(self) -> None:

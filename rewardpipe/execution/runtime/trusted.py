@@ -2179,6 +2179,8 @@ def _guard_text_runs(event: str, args: tuple) -> None:
     if event not in _TEXT_RUN_EVENTS:
         if event in runner_globals.CREATING_EVENTS and CREATED[0] is not None:
             CREATED[0].note(event, args)
+        elif event == "sys.addaudithook" and BASELINE[0] is not None:  # (the runner's own was added before)
+            BASELINE[0].audit_hook_added = True
         return
     conn = _ACTIVE[0]
     if conn is None:  # (between jobs: the runner's own work)
