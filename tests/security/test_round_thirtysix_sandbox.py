@@ -109,11 +109,19 @@ CLASS_CHANGES = {
         "        self.assertEqual(logging.Formatter.default_msec_format, '%s,%03d')\n"
         "        self.assertFalse(hasattr(logging.getLogger(f('rp36')), 'rp_mark'))\n",
     ),
-    "setattr on a module the job imports first": (
-        "import fractions\nsetattr(fractions.Fraction, '__repr__', lambda self: 'X')\n",
-        "        self.assertEqual(repr(fractions.Fraction(f(1), 2)), 'X')\n",
-        "import fractions\n",
-        "        self.assertEqual(repr(fractions.Fraction(f(1), 2)), 'Fraction(1, 2)')\n",
+    "setattr on a module the runner had not loaded": (
+        "import graphlib, json\nsetattr(graphlib.TopologicalSorter, 'static_order', lambda self: iter('X'))\n"
+        "json.rp_same_runner36 = True\n",
+        "        self.assertEqual(list(graphlib.TopologicalSorter({f(1): []}).static_order()), ['X'])\n",
+        "import graphlib, json\n",
+        "        self.assertEqual(list(graphlib.TopologicalSorter({f(1): []}).static_order()), [1])\n"
+        "        self.assertTrue(getattr(json, 'rp_same_runner36', False))  # (put back, not a runner replaced)\n",
+    ),
+    "a module imported and changed inside a fixture": (
+        "def setUpModule():\n    import sched\n    sched.scheduler.rp_mark = 1\n",
+        "",
+        "import sched\n",
+        "        self.assertFalse(hasattr(sched.scheduler, 'rp_mark'))\n        self.assertEqual(f(0), 0)\n",
     ),
     # (interpreter-wide defaults of the standard library, set by a call or in place: decimal.Context() takes its
     # precision from DefaultContext, and a thread's stack size is the process's)
@@ -159,10 +167,10 @@ def test_a_name_the_tests_add_to_a_standard_module_is_kept(one_worker):
 
 
 CHANGING_SOURCES = {
-    "import json\njson.JSONEncoder.item_separator = ';'\n": ("json",),
-    "from collections import Counter as C\ndef setUpModule():\n    C.__missing__ = None\n": ("collections",),
-    "import xml.etree.ElementTree as ET\nsetattr(ET.Element, 'x', 1)\n": ("xml.etree.ElementTree",),
-    "from json import encoder\ndel encoder.JSONEncoder.default\n": ("json",),
+    "import json\njson.JSONEncoder.item_separator = ';'\n": (("json", True),),
+    "from collections import Counter as C\ndef setUpModule():\n    C.__missing__ = None\n": (("collections", True),),
+    "import xml.etree.ElementTree as ET\nsetattr(ET.Element, 'x', 1)\n": (("xml.etree.ElementTree", True),),
+    "from json import encoder\ndel encoder.JSONEncoder.default\n": (("json", True),),
 }
 PLAIN_SOURCES = (
     "import json\njson.rp_kept = 1\n",  # a module's own attribute (WatchedModule's)
@@ -179,6 +187,8 @@ def test_only_tests_that_change_a_standard_class_have_classes_recorded():
 
     for source, modules in CHANGING_SOURCES.items():
         assert runner_globals.class_changing_imports(ast.parse(source)) == modules, source
+    nested = "def setUpModule():\n    import sched\n    sched.scheduler.x = 1\n"
+    assert runner_globals.class_changing_imports(ast.parse(nested)) == (("sched", False),)
     for source in PLAIN_SOURCES:
         assert runner_globals.class_changing_imports(ast.parse(source)) == (), source
 

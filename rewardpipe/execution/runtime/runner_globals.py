@@ -130,12 +130,19 @@ def _import_root(node: ast.expr) -> tuple[str, int] | None:
     return (node.id, depth) if isinstance(node, ast.Name) else None
 
 
-def class_changing_imports(tree: ast.Module) -> tuple[str, ...]:
+def class_changing_imports(tree: ast.Module) -> tuple[tuple[str, bool], ...]:
     """The standard modules the tests import, when they set or delete an attribute of a class they may have got from
     one: ``json.JSONEncoder.item_separator = ";"``, ``Counter.__missing__ = ...`` after ``from collections import
     Counter``, ``setattr(fractions.Fraction, ...)``. Empty when they do none (a module's own attribute, ``json.x = 1``,
-    is :class:`WatchedModule`'s). Read once per test source; what it misses (an alias made at run time) is bounded by
-    the runner's recycling."""
+    is :class:`WatchedModule`'s). Each with whether the tests import it at their top level (which runs at once, at
+    load). Read once per test source; what it misses (an alias made at run time) is bounded by the runner's
+    recycling."""
+    top_level = {
+        alias.name if isinstance(node, ast.Import) else str(node.module)
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
     modules: dict[str, str] = {}  # a name an import binds -> the module imported
     from_imported: set[str] = set()  # names bound by ``from module import name``
     for node in ast.walk(tree):
@@ -166,7 +173,8 @@ def class_changing_imports(tree: ast.Module) -> tuple[str, ...]:
                 changed = True
     if not changed:
         return ()
-    return tuple(sorted({name for name in modules.values() if name.partition(".")[0] in sys.stdlib_module_names}))
+    standard = sorted({name for name in modules.values() if name.partition(".")[0] in sys.stdlib_module_names})
+    return tuple((name, name in top_level) for name in standard)
 
 
 class ClassAttributes:
@@ -174,17 +182,20 @@ class ClassAttributes:
     recorded before the tests load and put back when they are done. Round thirty-six: ``json.JSONEncoder.
     item_separator = ";"`` or ``Counter.__missing__ = ...`` at a task's module level stayed for every later job of the
     runner (any task's), whose right answers then failed, and the runner's own verdict was written with the changed
-    encoder. The modules named are imported first (the tests import them at once anyway), so a class of a module this
-    job loads first is recorded too; only jobs whose tests change such an attribute pay (a dictionary copy a class of
-    those modules)."""
+    encoder. The modules the tests import at their top level are imported first (the tests import them at once
+    anyway), so a class of a module this job loads first is recorded too; one they import later and this runner had
+    not loaded has the runner replaced (:meth:`restore` raises). Only jobs whose tests change such an attribute pay
+    (a dictionary copy a class of those modules)."""
 
-    def __init__(self, module_names: tuple[str, ...]):
-        for name in module_names:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - (the tests' own import reports it, as in one process)
-                continue
-        roots = tuple({name.partition(".")[0] for name in module_names})
+    def __init__(self, changes: tuple[tuple[str, bool], ...]):
+        for name, top_level in changes:
+            if top_level:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # noqa: BLE001 - (the tests' own import reports it, as in one process)
+                    continue
+        self.unrecorded = [name for name, _ in changes if name not in sys.modules]
+        roots = tuple({name.partition(".")[0] for name, _ in changes})
         self.saved: dict[type, dict] = {}
         for name, module in list(sys.modules.items()):
             if name.partition(".")[0] in roots and isinstance(module, types.ModuleType):
@@ -193,7 +204,8 @@ class ClassAttributes:
                         self.saved[value] = dict(vars(value))
 
     def restore(self) -> None:
-        """Put back every recorded class whose namespace differs (a name the tests added to one is removed)."""
+        """Put back every recorded class whose namespace differs (a name the tests added to one is removed); raise if
+        the tests loaded a module they name that was not recorded (its classes may be changed for good)."""
         for cls, saved in self.saved.items():
             try:
                 same = vars(cls) == saved
@@ -206,6 +218,9 @@ class ClassAttributes:
                     lambda name, value, cls=cls: setattr(cls, name, value),
                     lambda name, cls=cls: delattr(cls, name),
                 )
+        loaded = [name for name in self.unrecorded if name in sys.modules]
+        if loaded:
+            raise RuntimeError(f"standard modules loaded and maybe changed by the tests: {', '.join(loaded)}")
 
 
 def _is_imported(module: object) -> bool:
