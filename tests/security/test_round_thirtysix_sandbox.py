@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from rewardpipe.execution import ExecutionStatus
@@ -205,3 +208,51 @@ def test_an_audit_hook_the_tests_add_never_runs_in_the_next_job(one_worker):
         "        with open('rp36.txt') as back:\n            self.assertEqual(back.read(), '1')\n"
     )
     _passes_after(one_worker, hooking, body)
+
+
+# --- the runner's own handler on the root logger ----------------------------------------------------------------------
+# The runner put a NullHandler on the root logger (so that replayed records went nowhere): with a handler there,
+# ``logging.basicConfig`` does nothing, so tests that configure logging to a stream of theirs and read the model's log
+# from it failed a right answer, and a warning logged with no configuration never reached the stderr they redirected.
+LOGGING = "import logging\ndef f(x):\n    logging.getLogger('app').info('hello %s', x)\n    return x\n"
+LOGGING_TESTS = {
+    "basicConfig to a stream": (
+        LOGGING,
+        "import io, logging, unittest\nbuf = io.StringIO()\n"
+        "logging.basicConfig(level=logging.INFO, stream=buf, format='%(name)s:%(message)s')\n\n"
+        "class T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(f(1), 1)\n"
+        "        self.assertEqual(buf.getvalue(), 'app:hello 1\\n')\n"
+        "        self.assertEqual(logging.getLogger().level, logging.INFO)\n",
+    ),
+    "an unconfigured warning on the redirected stderr": (
+        "import logging\ndef f(x):\n    logging.getLogger('app').warning('careful %s', x)\n    return x\n",
+        "import contextlib, io, unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+        "        buf = io.StringIO()\n        with contextlib.redirect_stderr(buf):\n"
+        "            self.assertEqual(f(2), 2)\n"
+        "        self.assertEqual(buf.getvalue(), 'careful 2\\n')\n",
+    ),
+}
+
+
+ONE_PROCESS = (
+    "import io, sys, types, unittest\nmodule = types.ModuleType('rp_one_process')\n"
+    "sys.modules[module.__name__] = module\n"
+    "exec(sys.argv[1], module.__dict__)\nexec(sys.argv[2], module.__dict__)\n"
+    "suite = unittest.defaultTestLoader.loadTestsFromModule(module)\n"
+    "sys.exit(0 if unittest.TextTestRunner(stream=io.StringIO()).run(suite).wasSuccessful() else 1)\n"
+)
+
+
+def _passes_in_a_fresh_interpreter(code: str, tests: str) -> bool:
+    """(pytest's own log capture puts handlers on this process's root logger: the tests' logging needs a fresh one)"""
+    return subprocess.run([sys.executable, "-I", "-c", ONE_PROCESS, code, tests], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("case", sorted(LOGGING_TESTS))
+def test_the_tests_configure_logging_as_in_one_process(executor, case):
+    code, tests = LOGGING_TESTS[case]
+    assert _passes_in_a_fresh_interpreter(code, tests)
+    result = thirtyone._run(executor, "logging", code, tests, entry_point="f")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+    wrong = thirtyone._run(executor, "silent", "def f(x):\n    return x\n", tests, entry_point="f")
+    assert wrong.status is ExecutionStatus.FAILED, (wrong.status, wrong.reason)

@@ -2372,8 +2372,10 @@ def _prepare_runner() -> None:
     _bound_failure_diffs()
     _type_hints_where_they_were_written()
     # What is replayed from the model's process (warnings, log records, stderr) is for the tests' own
-    # capture only: uncaptured, it goes nowhere rather than into the fork server's log.
-    logging.root.addHandler(logging.NullHandler())
+    # capture only: uncaptured, it goes nowhere rather than into the fork server's log (a log record no handler
+    # takes goes to logging's last resort, which writes to this stderr). The root logger keeps no handler of the
+    # runner's: with one, the tests' ``logging.basicConfig(...)`` did nothing, as it does where the root has a
+    # handler, and a right answer whose log the tests read from the stream they configured failed (round thirty-six).
     warnings.showwarning = lambda *args, **kwargs: None  # noqa: ARG005 - warnings.showwarning's signature
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the runner
 
