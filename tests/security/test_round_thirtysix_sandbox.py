@@ -137,6 +137,15 @@ CLASS_CHANGES = {
         "        self.assertFalse(decimal.Context().traps[decimal.Inexact])\n"
         "        self.assertEqual(threading.stack_size(), f(0))\n",
     ),
+    # (a standard function's defaults, set through its attributes: the same for every later caller)
+    "a standard function's defaults": (
+        "import json, textwrap\ntextwrap.fill.__defaults__ = (5,)\n"
+        "json.dumps.__kwdefaults__ = dict(json.dumps.__kwdefaults__, sort_keys=True)\n",
+        "        self.assertEqual(json.dumps({'b': f(1), 'a': 2}), '{\"a\": 2, \"b\": 1}')\n",
+        "import json, textwrap\n",
+        "        self.assertEqual(textwrap.fill('aaa bbb ccc'), 'aaa bbb ccc')\n"
+        "        self.assertEqual(json.dumps({'b': f(1), 'a': 2}), '{\"b\": 1, \"a\": 2}')\n",
+    ),
     "random's generator class": (
         "import random as r\nr.Random.rp_mark = 1\ndel r.Random.choices\n",
         "        self.assertFalse(hasattr(r.Random, 'choices'))\n",

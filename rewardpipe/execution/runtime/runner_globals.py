@@ -223,6 +223,33 @@ class ClassAttributes:
             raise RuntimeError(f"standard modules loaded and maybe changed by the tests: {', '.join(loaded)}")
 
 
+# The attributes of a function that CPython audits when set or deleted ("object.__setattr__", "object.__delattr__").
+_AUDITED_FUNCTION_ATTRIBUTES = frozenset({"__defaults__", "__kwdefaults__", "__code__"})
+_FUNCTIONS_CHANGED: dict[tuple[int, str], tuple[types.FunctionType, str, object]] = {}
+
+
+def note_function_change(args: tuple) -> None:
+    """From the audit event of setting or deleting a function's defaults or code (``textwrap.fill.__defaults__ =
+    (5,)``, ``json.dumps.__kwdefaults__ = ...``): note the value it had, for the job's end to put back. Round
+    thirty-six: a standard function's defaults a task's tests set stayed so for every later job of the runner (any
+    task's). Only a function of an imported module: the tests' own are theirs to change (their module ends with the
+    job), and so are those made on the fly (a namedtuple's ``__new__`` gets its defaults so)."""
+    if len(args) < 2 or type(args[0]) is not types.FunctionType or args[1] not in _AUDITED_FUNCTION_ATTRIBUTES:
+        return
+    function, name = args[0], args[1]
+    key = (id(function), name)
+    if key not in _FUNCTIONS_CHANGED and _is_imported(sys.modules.get(str(function.__module__))):
+        _FUNCTIONS_CHANGED[key] = (function, name, getattr(function, name))
+
+
+def _restore_functions() -> None:
+    notes = list(_FUNCTIONS_CHANGED.values())
+    for function, name, value in notes:
+        if getattr(function, name) is not value:
+            setattr(function, name, value)
+    _FUNCTIONS_CHANGED.clear()  # (after: putting one back is an audited change too)
+
+
 def _is_imported(module: object) -> bool:
     """Whether a module in sys.modules came from an import (a finder's spec) rather than a test's hand."""
     return isinstance(module, types.ModuleType) and getattr(module, "__spec__", None) is not None
@@ -426,6 +453,7 @@ class Baseline:
             ("unittest", self._unittest),
             ("modules", self._modules),
             ("standard classes", self._classes),
+            ("function defaults", _restore_functions),
             ("environment", self._environment),
             ("interpreter", self._interpreter),
             ("decimal", self._decimal),
@@ -516,6 +544,7 @@ class Baseline:
         ``json.JSONEncoder.item_separator`` garbled their own job's verdict, an ``error``). Done again, and any
         failure reported, by :meth:`restore`."""
         _restore_rebound()
+        _restore_functions()
         if self.classes is not None:
             self.classes.restore()
 

@@ -2163,6 +2163,7 @@ _CODE_MAKERS = frozenset({"dataclasses", "collections", "ast", "unittest.mock", 
 # (the frames of the import system that load a module: the code they compile or unmarshal is a module's file)
 _IMPORTING = frozenset({("importlib._bootstrap", "_find_and_load"), ("importlib", "reload")})
 _TESTS_MODULE = "hidden_tests"
+_FUNCTION_CHANGE_EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
 _UNPICKLABLE_BUILTINS = frozenset(
     ("builtins", cls.__name__)
     for cls in (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset, bool, slice, range)
@@ -2181,6 +2182,8 @@ def _guard_text_runs(event: str, args: tuple) -> None:
             CREATED[0].note(event, args)
         elif event == "sys.addaudithook" and BASELINE[0] is not None:  # (the runner's own was added before)
             BASELINE[0].audit_hook_added = True
+        elif event in _FUNCTION_CHANGE_EVENTS and BASELINE[0] is not None:
+            runner_globals.note_function_change(args)
         return
     conn = _ACTIVE[0]
     if conn is None:  # (between jobs: the runner's own work)
