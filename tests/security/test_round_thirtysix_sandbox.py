@@ -146,6 +146,16 @@ CLASS_CHANGES = {
         "        self.assertEqual(textwrap.fill('aaa bbb ccc'), 'aaa bbb ccc')\n"
         "        self.assertEqual(json.dumps({'b': f(1), 'a': 2}), '{\"b\": 1, \"a\": 2}')\n",
     ),
+    # (logging's own setters, which rebind its globals or fill its tables from inside the module)
+    "logging's logger class, record factory and level names": (
+        "import logging\nclass Custom(logging.Logger):\n    pass\nlogging.setLoggerClass(Custom)\n"
+        "logging.addLevelName(25, 'NOTICE')\nlogging.setLogRecordFactory(lambda *args, **kwargs: None)\n",
+        "        self.assertEqual(logging.getLevelName(25), 'NOTICE')\n",
+        "import logging\n",
+        "        self.assertIs(type(logging.getLogger('rp36-new-' + str(f(1)))), logging.Logger)\n"
+        "        self.assertEqual(logging.getLevelName(25), 'Level 25')\n"
+        "        self.assertIs(logging.getLogRecordFactory(), logging.LogRecord)\n",
+    ),
     "random's generator class": (
         "import random as r\nr.Random.rp_mark = 1\ndel r.Random.choices\n",
         "        self.assertFalse(hasattr(r.Random, 'choices'))\n",

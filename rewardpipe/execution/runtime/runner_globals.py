@@ -336,6 +336,11 @@ def _set_logger_state(logger: logging.Logger, state: tuple) -> None:
     logger.filters[:] = state[4]
 
 
+def _logging_factories() -> tuple:
+    """The class of new loggers (logging's, and the manager's own, which getLogger prefers) and the record factory."""
+    return (logging.getLoggerClass(), logging.getLogRecordFactory(), logging.root.manager.loggerClass)
+
+
 _NEW_LOGGER = (logging.NOTSET, False, True, (), ())  # a logger first made by one job's tests, as logging makes it
 
 
@@ -404,6 +409,10 @@ class Baseline:
         self.thread_stack_size = threading.stack_size()
         self.warnings = (list(warnings.filters), warnings.showwarning, warnings.formatwarning)
         self.logging_disable = logging.root.manager.disable
+        # What logging's own setters change inside the module (setLoggerClass, setLogRecordFactory, addLevelName),
+        # which no attribute note sees (round thirty-six: each lasted for every later job of the runner).
+        self.logging_factories = _logging_factories()
+        self.level_names = (dict(logging._levelToName), dict(logging._nameToLevel))
         self.root_logger = _logger_state(logging.root)
         self.loggers = {
             name: _logger_state(logger)
@@ -631,6 +640,16 @@ class Baseline:
     def _logging(self) -> None:
         manager = logging.root.manager
         changed = False
+        if _logging_factories() != self.logging_factories:
+            logger_class, record_factory, manager.loggerClass = self.logging_factories
+            logging.setLoggerClass(logger_class)
+            logging.setLogRecordFactory(record_factory)
+        to_name, to_level = self.level_names
+        if logging._levelToName != to_name or logging._nameToLevel != to_level:
+            logging._levelToName.clear()
+            logging._levelToName.update(to_name)
+            logging._nameToLevel.clear()
+            logging._nameToLevel.update(to_level)
         if manager.disable != self.logging_disable:
             manager.disable = self.logging_disable
             changed = True
