@@ -275,3 +275,13 @@ def test_the_tests_configure_logging_as_in_one_process(executor, case):
     assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
     wrong = thirtyone._run(executor, "silent", "def f(x):\n    return x\n", tests, entry_point="f")
     assert wrong.status is ExecutionStatus.FAILED, (wrong.status, wrong.reason)
+
+
+def test_a_module_first_loaded_by_a_job_keeps_what_its_own_loading_set(one_worker):
+    # (asyncio's ``@types.coroutine`` replaces a function's ``__code__`` as it loads: a change the runner must not put
+    # back as if the tests had made it, or every later ``await asyncio.sleep(0)`` fails)
+    body = (
+        "        async def main():\n            await asyncio.sleep(0)\n            return f(1)\n"
+        "        self.assertEqual(asyncio.run(main()), 1)\n"
+    )
+    _passes_after(one_worker, "import asyncio\n", "        import asyncio\n" + body)

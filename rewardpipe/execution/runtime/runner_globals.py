@@ -228,17 +228,19 @@ _AUDITED_FUNCTION_ATTRIBUTES = frozenset({"__defaults__", "__kwdefaults__", "__c
 _FUNCTIONS_CHANGED: dict[tuple[int, str], tuple[types.FunctionType, str, object]] = {}
 
 
-def note_function_change(args: tuple) -> None:
+def note_function_change(args: tuple, loaded: dict) -> None:
     """From the audit event of setting or deleting a function's defaults or code (``textwrap.fill.__defaults__ =
     (5,)``, ``json.dumps.__kwdefaults__ = ...``): note the value it had, for the job's end to put back. Round
     thirty-six: a standard function's defaults a task's tests set stayed so for every later job of the runner (any
-    task's). Only a function of an imported module: the tests' own are theirs to change (their module ends with the
-    job), and so are those made on the fly (a namedtuple's ``__new__`` gets its defaults so)."""
+    task's). Only a function of a module ``loaded`` before the job began: the tests' own are theirs to change (their
+    module ends with the job), so are those made on the fly (a namedtuple's ``__new__`` gets its defaults so), and a
+    module loading during the job sets its own functions' (asyncio's ``@types.coroutine`` replaces a ``__code__`` as
+    it loads: put back, every later ``await asyncio.sleep(0)`` failed)."""
     if len(args) < 2 or type(args[0]) is not types.FunctionType or args[1] not in _AUDITED_FUNCTION_ATTRIBUTES:
         return
     function, name = args[0], args[1]
     key = (id(function), name)
-    if key not in _FUNCTIONS_CHANGED and _is_imported(sys.modules.get(str(function.__module__))):
+    if key not in _FUNCTIONS_CHANGED and function.__module__ in loaded:
         _FUNCTIONS_CHANGED[key] = (function, name, getattr(function, name))
 
 

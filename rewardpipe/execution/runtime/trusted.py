@@ -2183,7 +2183,7 @@ def _guard_text_runs(event: str, args: tuple) -> None:
         elif event == "sys.addaudithook" and BASELINE[0] is not None:  # (the runner's own was added before)
             BASELINE[0].audit_hook_added = True
         elif event in _FUNCTION_CHANGE_EVENTS and BASELINE[0] is not None:
-            runner_globals.note_function_change(args)
+            runner_globals.note_function_change(args, BASELINE[0].modules)
         return
     conn = _ACTIVE[0]
     if conn is None:  # (between jobs: the runner's own work)
