@@ -5,6 +5,11 @@
   its class: a right answer that raises ``KeyboardInterrupt`` (or ``GeneratorExit``) on purpose **failed** tests
   doing ``with self.assertRaises(KeyboardInterrupt): f()``, which pass in one process. Each now arrives as a subclass
   of both; uncaught, it still ends the run, the model's failure.
+* **What one job's tests leave in the long-lived trusted runner.** A standard class's attribute, a standard
+  function's defaults, ``decimal.DefaultContext``, the thread stack size, logging's logger class, record factory and
+  level names, an audit hook: each lasted for every later job of the runner (any task's) and failed right answers.
+  Each is put back (an audit hook: the runner is replaced). The runner's own handler on the root logger made the
+  tests' ``logging.basicConfig`` a no-op; it is gone.
 """
 
 from __future__ import annotations
