@@ -124,10 +124,14 @@ class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
             revealed = [*revealed, reply.revealed]
             answered = [*answered, len(state.turn_kinds) - 1]
         fallback = getattr(reply, "fallback", None)  # a simulator of the user's own may not mark its replies
+        restated = state.restated_turns
+        if getattr(reply, "restated", None) is not None:
+            restated = [*restated, len(state.turn_kinds) - 1]
         return state.append(
             Message(role="user", content=reply.text),
             revealed=revealed,
             answered_turns=answered,
+            restated_turns=restated,
             next_action="policy",
             user_fallbacks=state.user_fallbacks + (fallback is not None),
             user_no_text=state.user_no_text + (fallback == FALLBACK_NO_TEXT),

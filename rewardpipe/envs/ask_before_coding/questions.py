@@ -33,8 +33,11 @@ from rewardpipe.envs.ask_before_coding.words import (  # noqa: F401 - STOPWORDS,
     content_words,
     fold,
     key_tokens,
+    matching_words,
+    phrase_reading,
+    read_words,
 )
-from rewardpipe.parsing import parse_turn
+from rewardpipe.parsing import QUESTION_MARKS, parse_turn
 
 # The simulators' fixed replies that reveal nothing (a question that asked nothing specific, matched no
 # detail, came after every detail was told, or a turn that was not a question). Kept here, beside the
@@ -234,7 +237,12 @@ def _subject_words(text: str, entry_point: str = "") -> set[str]:
     # A number is a subject however short ("What if the input is 0?", "What about 1.5?"): content_words
     # drops one-character words, and cuts "1.5" in two. Its sign is one too: "What should format_duration(-5)
     # return?" asks about negatives (its words alone, {"5"}, matched no detail, or the wrong one).
-    words = content_words(prose) | set(_NUMBER.findall(prose)) | inline_values(spans)
+    # A phrase a synonym group names ("below zero", "less than zero", "leading zeros") is that concept, and its count
+    # is no subject of its own: "zero" alone matched the zero-padding detail before the detail of negatives the
+    # phrase asks about. Its other words stay ("upper case" still asks about case).
+    content, phrased, phrase_words = read_words(prose)
+    counts = {word for word in phrase_words if word in COUNT_WORDS or word.isdigit()}
+    words = ((content | set(_NUMBER.findall(prose))) - counts) | phrased | inline_values(spans)
     if _NEGATIVE_NUMBER.search(prose) or _NEGATIVE_NUMBER.search(spans):
         words.add(NEGATIVE)
     return words
@@ -285,8 +293,10 @@ def question_subject(question: str, prompt: str = "", entry_point: str = "") -> 
 
 @lru_cache(maxsize=1024)
 def _item_words(spec: tuple[str, ...]) -> tuple[frozenset[str], ...]:
-    """Content words of each spec item (a task's spec is matched against every question asked about it)."""
-    return tuple(frozenset(content_words(item)) for item in spec)
+    """Content words of each spec item and the concepts its phrases name, read as a question's are
+    (:func:`~rewardpipe.envs.ask_before_coding.words.matching_words`; a task's spec is matched against every
+    question asked about it)."""
+    return tuple(matching_words(content_words(item) | phrase_reading(item)[0]) for item in spec)
 
 
 def best_spec_match(
@@ -296,9 +306,11 @@ def best_spec_match(
 
     The most relevant item overall answers the question; a revealed item that matches *better* is restated
     rather than leaking a weaker-matching new detail the question did not ask about. Ties go to the
-    unrevealed item, then to spec order.
+    unrevealed item, then to spec order. Words are compared as synonym groups' concepts
+    (:func:`~rewardpipe.envs.ask_before_coding.words.matching_words`): "throw an exception" asks about a detail
+    that "raises ValueError", "bad input" about "invalid input".
     """
-    words = set(words)
+    words = set(matching_words(frozenset(words)))
     if not words or not spec:
         return None, False
     item_words = _item_words(tuple(spec))
@@ -320,6 +332,71 @@ def best_spec_match(
     if best_old is not None and old_score > 0:
         return best_old, True
     return None, False
+
+
+#: The most parts of a turn read one by one for the question it asks first (:func:`asked_match`); a turn with more
+#: question marks is read whole beyond them (a hostile turn of thousands of "?" costs no more than a few).
+MAX_QUESTION_PARTS = 16
+
+
+def question_parts(text: str) -> list[str]:
+    """The prose of ``text`` cut after each run of question marks (not one inside an inline code span: "`x?`" asks
+    nothing), in order, each with a letter or digit in it; what follows the last mark is a part too. At most
+    MAX_QUESTION_PARTS parts: the first ones. Linear: one regex pass that cannot backtrack
+    (a run of marks is one cut, so a flood of "?" is one step)."""
+    prose = parse_turn(text).prose
+    # the spans blanked out at their own length, so the cuts found in ``masked`` are the prose's
+    masked = _INLINE_CODE.sub(lambda span: "`" * len(span.group()), prose) if "`" in prose else prose
+    parts: list[str] = []
+    start = 0
+    for cut in _QUESTION_END.finditer(masked):
+        part = prose[start : cut.end()]
+        start = cut.end()
+        if _ALNUM.search(part):
+            parts.append(part)
+            if len(parts) == MAX_QUESTION_PARTS:
+                return parts  # the rest is read with the whole turn (:func:`asked_match`), not again on its own
+    if _ALNUM.search(prose, start):
+        parts.append(prose[start:])
+    return parts
+
+
+_QUESTION_END = re.compile(f"[{re.escape(QUESTION_MARKS)}]+")
+_ALNUM = re.compile(r"[^\W_]")
+
+
+def asked_match(
+    question: str,
+    spec: Sequence[str],
+    revealed: set[int] | Sequence[int] = (),
+    prompt: str = "",
+    entry_point: str = "",
+) -> tuple[QuestionSubject, int | None, bool]:
+    """(the subject a reply answers, the detail it matches, whether that detail was revealed already:
+    :func:`best_spec_match`) for an assistant turn. One reply states one detail, and a turn of several questions
+    ("Should negatives raise an error? How are fractional seconds handled?") is answered about its first one that
+    asks for something not told yet (a new detail, or the requirements in general), not about whichever detail
+    the words of all its questions together match best: that picked a later question's detail where its words
+    happened to weigh more ("So negatives raise ValueError, right? And fractions?" confirms, then asks: it is
+    answered about fractions). A turn whose questions all ask what was told is answered about the first of them (a
+    restatement); one whose questions ask nothing one by one, or that has a single question, is read whole."""
+    parts = question_parts(question)
+    told: tuple[QuestionSubject, int | None, bool] | None = None
+    if len(parts) > 1:
+        for part in parts:
+            subject = question_subject(part, prompt, entry_point)
+            if subject.asks_nothing:
+                continue
+            index, restated = best_spec_match(subject.words, spec, revealed)
+            if (index is not None and not restated) or subject.generic:
+                return subject, index, restated
+            if index is not None and told is None:
+                told = subject, index, restated
+    if told is not None:
+        return told
+    subject = question_subject(question, prompt, entry_point)
+    index, restated = best_spec_match(subject.words, spec, revealed)
+    return subject, index, restated
 
 
 # Moved to :mod:`.replies` (what a reply says), kept importable here for code written against this module.

@@ -43,6 +43,7 @@ from rewardpipe.envs.ask_before_coding.questions import (
     RESTATEMENT_OVERLAP,
     QuestionSubject,
     _subject_words,
+    asked_match,
     best_spec_match,
     is_non_answer,
     question_subject,
@@ -838,11 +839,12 @@ def answered_detail(
     if subject.asks_nothing or _questions_back(reply, question, prompt):
         return None
     stated = stated_details(reply, spec, prompt, revealed)
+    # the question the reply answers: the turn's first that asks something, as the rule-based user reads it
+    first, asked, _ = asked_match(question, spec, revealed, prompt, entry_point)
     if stated and not defers(reply):
-        asked, _ = best_spec_match(subject.words, spec, revealed)
         return asked if asked in stated else stated[0]
     if reply_informs(reply, question, known if isinstance(known, SaidSoFar) else [prompt, *known]):
-        return would_reveal(subject, spec, revealed)
+        return would_reveal(first, spec, revealed)
     return None
 
 
@@ -956,7 +958,6 @@ def vet_llm_reply(
     ``text`` stands when every concept in it comes from the question, the request, a detail already told
     or the one detail it states; a reply stating several details becomes the one the question asked about.
     """
-    subject = question_subject(question, prompt, entry_point)
     if unread_letters(text) > MAX_UNREAD_LETTERS or unread_symbols(text) > MAX_UNREAD_SYMBOLS:
         # A reply in another script, spelt out letter by letter, or written in a code without letters (Morse,
         # Braille; the policy can ask the LLM user for any of them): the rules would read nothing in it, and
@@ -976,7 +977,7 @@ def vet_llm_reply(
     if _questions_back(text, question, prompt):
         return text, None  # a question back reveals nothing, though it repeats the detail the question spelt out
     stated = stated_details(text, spec, prompt, revealed)
-    asked, _ = best_spec_match(subject.words, spec, revealed)
+    subject, asked, _ = asked_match(question, spec, revealed, prompt, entry_point)
     if len(stated) > 1:
         keep = asked if asked in stated else stated[0]
         return spec[keep], keep

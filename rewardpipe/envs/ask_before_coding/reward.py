@@ -12,7 +12,9 @@
 |                       |        | more than 80% of their distinct words in any order (read as concepts:   |
 |                       |        | synonyms, leetspeak and words spelt backwards are the same words);      |
 |                       |        | in an episode, never for a turn whose reply revealed a new detail but   |
-|                       |        | the same question again; scored without the simulator's bookkeeping,    |
+|                       |        | the same question again, and always for a question the rule-based user  |
+|                       |        | answered with a detail it had told before (asked again, in any words);  |
+|                       |        | scored without the simulator's bookkeeping,                             |
 |                       |        | never for a turn asking about other literal values (numbers, quoted     |
 |                       |        | strings, a call's arguments)                                            |
 
@@ -63,6 +65,15 @@ def answered_turns(state: Any) -> frozenset[int] | None:
     """The simulator's bookkeeping of the episode (None without a state that kept it)."""
     answered = getattr(state, "answered_turns", None)
     return None if answered is None else frozenset(answered)
+
+
+def asked_again(transcript: Transcript, state: Any) -> bool:
+    """Whether a question turn of the episode was answered with a detail told before (the bookkeeping's
+    ``restated_turns``): the rule-based user read it as an answered question asked again. In other words than the
+    first time it is no loop to the turns' words and characters, and was one all the same."""
+    kinds = transcript.kinds
+    restated = getattr(state, "restated_turns", None) or ()
+    return any(0 <= turn < len(kinds) and kinds[turn] is TurnKind.QUESTION for turn in restated)
 
 
 def real_questions(transcript: Transcript, state: Any = None) -> list[bool]:
@@ -136,7 +147,10 @@ def loop_penalty(transcript: Transcript, state: Any) -> float:
     it has only its words to go by) is a loop only as the same question again, exactly or inside a longer turn.
     A commit is never a loop of a question (committing the code a question showed is what asking is for), and
     questions are compared as the simulator reads them too (junk in inline code or a block does not hide a
-    repeat)."""
+    repeat). A question the rule-based user answered by restating a detail told before is a loop whatever its
+    words (:func:`asked_again`): the same question reworded."""
+    if asked_again(transcript, state):
+        return -0.5
     answered = answered_turns(state)
     # With the bookkeeping, what each reply revealed decides (a value padded onto the same question reveals
     # nothing: still a loop); without it, only the words: a question about other values is another question.

@@ -18,6 +18,7 @@ from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401
     NOT_A_QUESTION,
     NOTHING_LEFT,
     NOTHING_MATCHES,
+    asked_match,
     best_spec_match,
     content_words,
     question_subject,
@@ -40,6 +41,9 @@ class SimulatorReply:
     revealed: int | None  # index into task.spec newly revealed by this reply
     # Set when an LLM user's reply was replaced by the rule-based user's: FALLBACK_NO_TEXT or FALLBACK_UNVETTED.
     fallback: str | None = None
+    # The detail told before that this reply restated: the question asked what an earlier one was answered (the
+    # same words or others), a repeat the loop penalty charges.
+    restated: int | None = None
 
 
 class Simulator(Protocol):
@@ -57,10 +61,13 @@ class RuleBasedSimulator:
     * A question that asks nothing specific ("?", "ok?", "can you explain again?", the request or the
       function's name echoed back; see :func:`question_subject`) reveals nothing: it is asked what it wants
       to know. This is what keeps a bare "?" from earning asked_before_coding.
-    * A question about something specific reveals the best-matching unrevealed detail.
+    * A question about something specific reveals the best-matching unrevealed detail, its words read as their
+      synonym groups' concepts ("throw an exception" asks about "raises ValueError"). A turn of several questions
+      is answered about the first one that asks something (:func:`asked_match`).
     * A generic question ("any other requirements?") reveals the next unrevealed detail in spec order.
     * A question that matches an already revealed detail better than any unrevealed one gets that detail
-      restated (no new reveal: asking the same thing twice must not unlock a different detail), unless it
+      restated (no new reveal: asking the same thing twice, in any words, must not unlock a different detail;
+      the reply's ``restated`` marks the repeat for the loop penalty), unless it
       is also generic ("any other constraints on the format?"), which reveals the next unrevealed detail.
     * A question about exactly what an earlier one of the conversation asked (the same subject words) gets
       the detail told then, restated: where two details tie on its words the repeat does not unlock the other.
@@ -77,18 +84,20 @@ class RuleBasedSimulator:
         if subject.asks_nothing:
             return SimulatorReply(_pick(ASK_SOMETHING_SPECIFIC, key), None)
         revealed = set(state.revealed)
-        index, restated = self.best_match(subject.words, task.spec, revealed)
-        if index is not None and not restated and not subject.generic:
+        # the first of the turn's questions that asks for something new: one reply, one detail
+        asked, index, restated = asked_match(question, task.spec, revealed, task.prompt, task.entry_point)
+        if index is not None and not restated and not asked.generic:
+            # (the whole turn's words: the same turn again, its questions in any order, is the same questions)
             told = _told_before(state, task, subject.words, revealed)
             if told is not None:  # the same thing asked again: the same answer, never the detail it tied with
                 index, restated = told, True
         unrevealed = [i for i in range(len(task.spec)) if i not in revealed]
         # "Any other constraints on the format?" asks for more: restating the format detail would stall it.
-        if index is not None and not (restated and subject.generic and unrevealed):
+        if index is not None and not (restated and asked.generic and unrevealed):
             if restated:
-                return SimulatorReply(f"As I said: {task.spec[index]}", None)
+                return SimulatorReply(f"As I said: {task.spec[index]}", None, restated=index)
             return SimulatorReply(task.spec[index], index)
-        if subject.generic:
+        if asked.generic:
             if unrevealed:
                 return SimulatorReply(task.spec[unrevealed[0]], unrevealed[0])
             return SimulatorReply(NOTHING_LEFT, None)
@@ -209,4 +218,4 @@ def _fallback(state: EpisodeState, task: Task, why: str) -> SimulatorReply:
     """The rule-based user's answer in place of the LLM user's reply, marked with ``why`` (counted in the
     rollout's metrics: ``llm_user_fallbacks``)."""
     reply = RuleBasedSimulator().respond(state, task)
-    return SimulatorReply(reply.text, reply.revealed, why)
+    return SimulatorReply(reply.text, reply.revealed, why, reply.restated)

@@ -22,6 +22,9 @@ class AskBeforeCodingState(EpisodeState):
     revealed: list[int] = Field(default_factory=list)
     # Assistant turns (0-based) whose simulator reply revealed a new spec item: the questions that were real.
     answered_turns: list[int] = Field(default_factory=list)
+    # Assistant turns whose reply restated a detail told before (SimulatorReply.restated): the rule-based user read
+    # the question as one already answered, asked again in the same words or others. The loop penalty charges them.
+    restated_turns: list[int] = Field(default_factory=list)
     final_code: str | None = None
     # An LLM-played user's replies replaced by the rule-based user's (SimulatorReply.fallback), and those of them
     # with no text before the user's max_tokens: the record's llm_user_fallbacks and llm_user_no_text.

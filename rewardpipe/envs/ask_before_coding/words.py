@@ -713,9 +713,50 @@ def concepts(text: str) -> set[str]:
     words = [w for w in _WORD.findall(text.lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1]
     found = {concept(w) for w in words}
     # two-word phrases a synonym group names ("below zero", "rounded down", "leading zeros")
-    stems = [_stem(w) for w in words]
-    found.update(SYNONYMS[pair] for pair in map("_".join, pairwise(stems)) if pair in SYNONYMS)
+    found.update(SYNONYMS[pair] for pair in _phrases([_stem(w) for w in words]))
     return found | key_tokens(text)
+
+
+def _phrases(stems: list[str]) -> set[str]:
+    """The synonym groups' two-word phrases among consecutive ``stems``, as "first_second"."""
+    return {pair for pair in map("_".join, pairwise(stems)) if pair in SYNONYMS}
+
+
+def phrase_reading(text: str) -> tuple[set[str], set[str]]:
+    """(the concepts two consecutive content words of ``text`` name together, the stems of the words making up
+    those phrases): a synonym group's two-word phrases ("below zero" and "less than zero" are "negative", "rounded
+    down" "truncate", "leading zeros" "pad"), which the words alone ("zero", "down") do not name. A number is a word
+    here however short: "below 0" is "below zero"."""
+    return read_words(text)[1:]
+
+
+def read_words(text: str) -> tuple[set[str], set[str], set[str]]:
+    """(:func:`content_words` of ``text``, then :func:`phrase_reading` of it) in one pass over its words."""
+    stems = [
+        _stem(w)
+        for w in _WORD.findall(fold(text).lower())
+        if w.isascii() and w not in STOPWORDS and (len(w) > 1 or w.isdigit())
+    ]
+    pairs = _phrases(stems)
+    content = set(stems).difference(_DIGITS)  # content words have two letters or more
+    return content, {SYNONYMS[pair] for pair in pairs}, {word for pair in pairs for word in pair.split("_")}
+
+
+_DIGITS = frozenset("0123456789")
+
+
+#: ``SYNONYMS`` where a question is matched to a detail (the loop check and the simulators): exception names are
+#: choices, not synonyms: "raise ValueError?" and "raise TypeError?" ask different things, and "raise an error?" asks
+#: whether anything is raised, not about the detail naming the one exception ("Should a negative amount raise an
+#: error?" asks about negative amounts, not about the detail "any other currency raises ValueError").
+QUESTION_SYNONYMS = {w: head for w, head in SYNONYMS.items() if not (w.endswith("error") and w != head)}
+
+
+def matching_words(words: set[str] | frozenset[str]) -> frozenset[str]:
+    """Stemmed ``words`` as a question is matched to a detail: each word its synonym group's name
+    (:data:`QUESTION_SYNONYMS`: "throw" is "raise", "exception" "error", "illegal" "invalid"), in place of the word
+    (one word, one weight: a word and its group's name both counted would weigh it twice)."""
+    return frozenset(QUESTION_SYNONYMS.get(word, word) for word in words)
 
 
 # --- the same question reworded: what the loop check reads a word as ----------------------------------------
@@ -750,8 +791,7 @@ _LOOP_SYNONYM_GROUPS = f"""
     second sec
     hour hr
 """.strip().splitlines()
-# Exception names are choices, not synonyms: "raise ValueError?" and "raise TypeError?" ask different things.
-LOOP_SYNONYMS = {w: head for w, head in SYNONYMS.items() if not (w.endswith("error") and w != head)}
+LOOP_SYNONYMS = dict(QUESTION_SYNONYMS)
 LOOP_SYNONYMS |= {word: group.split()[0] for group in _LOOP_SYNONYM_GROUPS for word in group.split()}
 #: What the loop check drops from a turn's words: stopwords, filler (by definition it names no subject), and
 #: the question-framing group above.
