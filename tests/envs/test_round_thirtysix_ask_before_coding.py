@@ -163,3 +163,12 @@ def test_a2_a_turn_of_more_questions_than_are_read_one_by_one_still_gets_one_det
     few): still one detail, never one per question."""
     state = _state(["ok? " * 40 + "What about negative durations? Are fractional seconds rounded?"])
     assert len(state.revealed) == 1
+
+
+def test_a3_asking_for_more_once_everything_is_told_is_no_loop():
+    """Told again what it was told, a generic question ("Any other constraints on the format?") asked for more: no
+    repeat of an answered question."""
+    turns = ["Hours?", "Minutes?", "Fractions?", "Negatives?", "Any other constraints on the format?"]
+    state = _state(turns)
+    assert len(state.revealed) == len(_DURATION.spec) and state.restated_turns == []
+    assert episode_loop_penalty(turns) == 0.0

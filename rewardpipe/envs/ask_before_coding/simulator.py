@@ -95,7 +95,8 @@ class RuleBasedSimulator:
         # "Any other constraints on the format?" asks for more: restating the format detail would stall it.
         if index is not None and not (restated and asked.generic and unrevealed):
             if restated:
-                return SimulatorReply(f"As I said: {task.spec[index]}", None, restated=index)
+                # a repeat unless it asked for more ("Any other constraints on the format?" once all is told)
+                return SimulatorReply(f"As I said: {task.spec[index]}", None, restated=None if asked.generic else index)
             return SimulatorReply(task.spec[index], index)
         if asked.generic:
             if unrevealed:
