@@ -170,9 +170,8 @@ def test_the_readme_shows_the_your_own_reward_example_as_it_is():
     example = (ROOT / "examples/your_own_reward/my_reward.py").read_text()
     blocks = [body for info, body in fenced_blocks(text) if info == "python"]
     assert blocks == [example], "README's reward must be examples/your_own_reward/my_reward.py, verbatim"
-    output = (ROOT / "examples/your_own_reward/score.out").read_text()
-    shown = next(body for info, body in fenced_blocks(text) if info == "console" and "--reward my_reward" in body)
-    assert shown.split("\n", 1)[1] == output, "README's output must be examples/your_own_reward/score.out"
+    # Its console block is what `rewardpipe score` prints, run as written: tests/docs/test_round_thirtysix_readme.py
+    # (it showed score.py's output, the library example's, under the command).
 
 
 def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page():
