@@ -45,6 +45,7 @@ from rewardpipe.models import (
     Message,
     chat_role,
     content_to_text,
+    cut_text,
     id_problem,
     non_finite_error,
     nova_fields,
@@ -309,6 +310,8 @@ class BatchScorer:
         self.executor = executor
         self.on_complete = on_complete
         self.current: ScoredBatch | None = None
+        # Whether each completion's details carry its transcript (set by the callback when it stores the run).
+        self.keeps_transcripts = False
         self.batches_scored = 0
         self.incomplete_batches = 0
         self._warned_no_reference = False
@@ -341,6 +344,11 @@ class BatchScorer:
             for detail, message in zip(batch.details, batch.error_messages, strict=False):
                 if message is not None:
                     detail[ERROR_MESSAGE] = message
+            if self.keeps_transcripts:
+                for index, (detail, completion) in enumerate(zip(batch.details, key.completions, strict=False)):
+                    detail[TRANSCRIPT] = completion_transcript(
+                        prompts[index] if index < len(prompts) else "", completion
+                    )
         return batch
 
     def _warn_without_reference(self, key: BatchKey) -> None:
@@ -586,6 +594,55 @@ def _row_kind(error: ErrorInfo) -> str:
 #: The key of a completion's details (gathered with its row) that carries its error's message, and the most of it kept.
 ERROR_MESSAGE = "error_message"
 ERROR_MESSAGE_CHARS = 2000
+#: The key of a completion's details (gathered with its row) that carries its transcript (``messages`` and
+#: ``verdict``), which the callback stores beside its record so an alarm's example rollouts can be opened. Bounded:
+#: every process sends its rows to the main one, and the model's text may be any length.
+TRANSCRIPT = "transcript"
+TRANSCRIPT_MESSAGE_CHARS = 4000
+TRANSCRIPT_MESSAGES = 32
+#: What a single-turn completion's transcript says of execution: the callback sees the components, not the sandbox's.
+COMPLETION_VERDICT = {"status": "not_executed", "reason": "a TRL completion: its scores are the record's components"}
+
+
+def transcript_messages(messages: Iterable[Any]) -> list[dict[str, str]]:
+    """``messages`` (chat dicts or Messages: a prompt's, a completion's, an episode's) as a stored transcript's,
+    bounded: each message's text cut to ``TRANSCRIPT_MESSAGE_CHARS``, and the first one (the task, or its
+    instructions) with the last ``TRANSCRIPT_MESSAGES - 1`` kept. Each is plain data (a role and a text): the model's
+    text is never read as anything else, and a message that has no chat role or no text is left out (evidence, never
+    the batch's failure)."""
+    kept: list[dict[str, str]] = []
+    for message in messages:
+        get = message.get if isinstance(message, Mapping) else lambda name, m=message: getattr(m, name, None)
+        role = chat_role(get("role"))
+        try:
+            text = content_to_text(get("content"))
+        except ValueError:
+            continue
+        if role is not None:
+            kept.append({"role": role, "content": cut_text(text, TRANSCRIPT_MESSAGE_CHARS)})
+    return kept if len(kept) <= TRANSCRIPT_MESSAGES else [kept[0], *kept[1 - TRANSCRIPT_MESSAGES :]]
+
+
+def completion_transcript(prompt: Any, completion: Any) -> dict[str, Any]:
+    """A single-turn completion's transcript: its prompt (a conversational one as its messages) and its answer."""
+    return {
+        "messages": transcript_messages([*_as_messages(prompt, "user"), *_as_messages(completion, "assistant")]),
+        "verdict": COMPLETION_VERDICT,
+    }
+
+
+def _clean_transcript(given: Any) -> dict[str, Any] | None:
+    """A gathered row's transcript as the store may take it (bounded again: a rank's row is not trusted)."""
+    if not isinstance(given, Mapping) or not isinstance(given.get("messages"), list):
+        return None
+    verdict: Mapping[str, Any] = given["verdict"] if isinstance(given.get("verdict"), Mapping) else {}
+    clean = {k: verdict[k][:ERROR_MESSAGE_CHARS] for k in ("status", "reason") if isinstance(verdict.get(k), str)}
+    return {
+        "messages": transcript_messages(
+            m for m in given["messages"][: TRANSCRIPT_MESSAGES * 2] if isinstance(m, Mapping)
+        ),
+        "verdict": {**COMPLETION_VERDICT, **clean},
+    }
 
 
 def _clean_row(row: Any, names: Sequence[str]) -> tuple[dict[str, float | None], str | None, dict[str, Any]]:
@@ -617,6 +674,9 @@ def _clean_row(row: Any, names: Sequence[str]) -> tuple[dict[str, float | None],
             details["metrics"] = detail["metrics"]
         if error is not None and isinstance(detail.get(ERROR_MESSAGE), str):  # bounded: a rank's row is not trusted
             details[ERROR_MESSAGE] = detail[ERROR_MESSAGE][:ERROR_MESSAGE_CHARS]
+        transcript = _clean_transcript(detail.get(TRANSCRIPT))
+        if transcript is not None:
+            details[TRANSCRIPT] = transcript
     return (empty if error is not None else values), error, details
 
 
@@ -716,10 +776,13 @@ class RewardPipeMonitor:
         if episodes is not None:  # multi-turn: the components come scored from the EpisodeRollout
             from rewardpipe.integrations.trl_episodes import EpisodeScorer
 
-            self.scorer: BatchScorer = EpisodeScorer(self.reward, on_complete=self._on_batch)
+            self.scorer: BatchScorer = EpisodeScorer(self.reward, episodes=episodes, on_complete=self._on_batch)
         else:
             warn_if_episode_reward(self.reward)
             self.scorer = BatchScorer(self.reward, executor, on_complete=self._on_batch)
+        # Stored, each record has its transcript beside it: an alarm's example rollouts can be opened (show, report).
+        # (a store of your own without put_transcript takes the records alone)
+        self.scorer.keeps_transcripts = callable(getattr(self.store, "put_transcript", None))
         self.reward_funcs = self.scorer.functions()
         self.reward_weights = [c.weight for c in self.reward.components]
         self.alarms: list[Any] = []
@@ -921,7 +984,7 @@ class RewardPipeMonitor:
         result = monitor_records(records, thresholds, self.state, self.history)
         if self.store is not None:
             if self._resumed:
-                self._persist(records, result)
+                self._persist(records, result, [row[2].get(TRANSCRIPT) for row in rows])
             else:  # the stored run could not be read: writing would replace its steps and state
                 self._not_stored(f"{len(records)} record(s): the run's stored steps could not be read")
         return BatchJudgement(self.batches, result.step(self.batches), result.alarms, result.warnings, result.state)
@@ -979,9 +1042,12 @@ class RewardPipeMonitor:
                 out[f"rewardpipe/{name}/pooled_batches"] = float(len(stats.pooled_steps))
         return out
 
-    def _persist(self, records: list[dict[str, Any]], result: Any) -> None:
+    def _persist(
+        self, records: list[dict[str, Any]], result: Any, transcripts: Sequence[dict[str, Any] | None] = ()
+    ) -> None:
         from rewardpipe.models import Record
         from rewardpipe.monitoring import StoreAlarmSink, dispatch, state_key
+        from rewardpipe.transcripts import RolloutTranscript
 
         # A record that does not validate loses itself only. A store that refuses a write (throttled, access
         # denied, bucket gone) ends this batch's record writes (each further one would wait out the store's
@@ -993,8 +1059,16 @@ class RewardPipeMonitor:
             except ValueError as exc:
                 lost.append(f"record {raw.get('rollout_id')}: {type(exc).__name__}: {exc}")
                 continue
+            given = transcripts[index] if index < len(transcripts) else None
+            try:  # a transcript no store takes (a message no Message is) loses itself only, never its record
+                transcript = None if given is None else RolloutTranscript.model_validate({**raw, **given})
+            except ValueError as exc:
+                transcript = None
+                lost.append(f"transcript {raw.get('rollout_id')}: {type(exc).__name__}: {exc}")
             try:
                 self.store.put_record(record)
+                if transcript is not None:
+                    self.store.put_transcript(transcript)
             except Exception as exc:  # noqa: BLE001 - reported below, training goes on
                 lost.append(
                     f"{len(records) - index} record(s) from {raw.get('rollout_id')} on: {type(exc).__name__}: {exc}"

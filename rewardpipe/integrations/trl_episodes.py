@@ -81,7 +81,16 @@ from rewardpipe.episode import (
 )
 from rewardpipe.episode import episode_metrics as environment_metrics
 from rewardpipe.execution.result import ExecutionResult
-from rewardpipe.integrations.trl import ERROR_MESSAGE, BatchScorer, ScoredBatch, resolve_reward
+from rewardpipe.integrations.trl import (
+    ERROR_MESSAGE,
+    TRANSCRIPT,
+    BatchScorer,
+    ScoredBatch,
+    _as_messages,
+    completion_transcript,
+    resolve_reward,
+    transcript_messages,
+)
 from rewardpipe.models import Message, Record, load_task_rows
 
 logger = logging.getLogger("rewardpipe.trl")
@@ -676,12 +685,19 @@ class EpisodeScorer(BatchScorer):
     every numeric metric the environment adds (means over the process's completions) and
     ``simulator_token_fraction``."""
 
+    def __init__(self, reward: Any, *, episodes: EpisodeRollout | None = None, **kwargs: Any) -> None:
+        super().__init__(reward, **kwargs)
+        # The rollout whose episodes these are: their conversations are the stored transcripts (keeps_transcripts).
+        self.episodes = episodes
+        self._inputs: tuple[Sequence[Any], Sequence[Any]] = ((), ())
+
     def read_batch(
         self,
-        prompts: Sequence[Any],  # noqa: ARG002 - read_batch's signature (the base class reads the prompts)
+        prompts: Sequence[Any],
         completions: Sequence[Any],
         kwargs: Mapping[str, Any],
     ) -> tuple[Any, str]:
+        self._inputs = (prompts, completions)  # a completion whose episode is not at hand: its transcript, as given
         rows = kwargs.get(EPISODE_FIELD)
         if not isinstance(rows, (list, tuple)) or len(rows) != len(completions):
             raise ValueError(
@@ -722,7 +738,30 @@ class EpisodeScorer(BatchScorer):
             }
             for row in rows
         ]
+        if self.keeps_transcripts:
+            for detail, transcript in zip(details, self._transcripts(rows), strict=True):
+                detail[TRANSCRIPT] = transcript
         return ScoredBatch(fingerprint, values, errors, details=details)
+
+    def _transcripts(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Each row's transcript: its episode's conversation (the rollout's latest batch, on this process) and
+        verdict, else the prompt and completion TRL gave (an episode this scorer's rollout did not play)."""
+        from rewardpipe.transcripts import verdict_of
+
+        rollout = self.episodes
+        played = {e.rollout_id: e for e in rollout.last_episodes} if rollout is not None else {}
+        prompts, completions = self._inputs
+        out = []
+        for index, row in enumerate(rows):
+            episode = played.get(row.get("rollout_id"))  # type: ignore[arg-type]
+            if episode is None or rollout is None:
+                prompt = prompts[index] if index < len(prompts) else ""
+                out.append(completion_transcript(prompt, completions[index] if index < len(completions) else ""))
+                continue
+            messages = episode.state.messages if episode.state is not None else _as_messages(episode.prompt, "user")
+            verdict = verdict_of(episode.execution, None, episode.record, rollout.env.runs_code)
+            out.append({"messages": transcript_messages(messages), "verdict": verdict.model_dump(mode="json")})
+        return out
 
 
 def _served(row: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, float | None], str | None]:
