@@ -15,6 +15,7 @@ turn or hooks: ``simulator_error``), the record and the transcript.
 
 from __future__ import annotations
 
+import contextvars
 import re
 import sys
 import threading
@@ -190,6 +191,26 @@ def _call_hook(env: Any, hook: str, *args: Any) -> Any:
     timeout_s = float(timeout_s)  # a numpy number or a Decimal declared as the limit: what a thread's wait takes
     calls = _abandoned_calls(env, hook)
     return calls.call(method, args, {}, timeout_s, lambda running: HookTimeout(env, hook, timeout_s, running))
+
+
+def each_with_bounded_hooks(env: Any, function: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    """``function(item)`` for each of ``items`` (a batch's episodes, each calling ``env``'s hooks), in order. When the
+    environment bounds its hooks (``hook_timeout_s``) they run together, a thread each (up to
+    ``MAX_ABANDONED_CALLS``, past which a hook still hung is refused at once anyway): one after another, a batch
+    whose hooks hang waited one timeout per episode (a TRL step stalled for minutes); together it waits about one.
+    Unbounded hooks run one after another in this thread, as they always have. ``function`` handles its own item's
+    failures; one it raises is raised here."""
+    from rewardpipe import bounded
+
+    if getattr(env, "hook_timeout_s", None) is None or len(items) < 2:
+        return [function(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    threads = max(1, min(len(items), bounded.MAX_ABANDONED_CALLS))
+    with ThreadPoolExecutor(threads, thread_name_prefix=f"rewardpipe-hooks-{env.name}") as pool:
+        # each in a copy of the caller's context (its context variables), as a hook's own thread runs
+        futures = [pool.submit(contextvars.copy_context().run, function, item) for item in items]
+        return [future.result() for future in futures]
 
 
 def env_scenarios(env: Any, task: Any) -> Any:

@@ -28,6 +28,7 @@ from rewardpipe.episode import (
     ReplayMismatch,
     build_record,
     converse,
+    each_with_bounded_hooks,
     env_replay,
     episode_metrics,
     error_record,
@@ -157,7 +158,8 @@ def score_episodes(
     ``env_metrics``: each episode's :func:`~rewardpipe.episode.episode_metrics` when the caller has read them
     (the environment's ``metrics()`` is then not called again)."""
     reward = reward if reward is not None else env.reward
-    planned = [_job(state, task, env) for state, task in episodes]
+    # together when the environment bounds its hooks: hanging ones cost the batch one timeout, not one each
+    planned = each_with_bounded_hooks(env, lambda episode: _job(episode[0], episode[1], env), episodes)
     jobs = [(index, job) for index, job in enumerate(planned) if isinstance(job, ExecutionJob)]
     results = _execute_all(executor, [job for _, job in jobs], workers)
     executions: dict[int, Any] = {index: result for (index, _), result in zip(jobs, results, strict=True)}

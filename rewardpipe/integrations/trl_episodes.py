@@ -72,6 +72,7 @@ from rewardpipe.episode import (
     EnvServices,
     EpisodeError,
     converse,
+    each_with_bounded_hooks,
     end_without_commit,
     env_tool_schemas,
     error_record,
@@ -399,14 +400,16 @@ class EpisodeRollout:
                     group_task[key] = self.task_for(prompt)
         else:
             offset = 0
+        picked: list[tuple[int, str, TaskRow | None]] = []
         for local, prompt in enumerate(prompts):
             index = offset + local
-            group = f"b{step}-g{index // size}"
             key = (index // size, _prompt_key(prompt))
             if key not in group_task:  # (a slice that is not the batch's at its offset: chosen here, as alone)
                 group_task[key] = self.task_for(prompt)
-            task = group_task[key]
-            tools, tools_problem = self._tools(task)
+            picked.append((index, f"b{step}-g{index // size}", group_task[key]))
+        # The environment's hooks of every episode at once (each_with_bounded_hooks): its tools, then its start.
+        offered = each_with_bounded_hooks(self.env, self._tools, [task for _, _, task in picked])
+        for prompt, (index, group, task), (tools, tools_problem) in zip(prompts, picked, offered, strict=True):
             try:
                 prompt_ids, render_problem = list(_with_tools(codec.prompt_ids, tools)(prompt)), None
             except Exception as exc:  # noqa: BLE001 - a prompt the tokenizer refuses (a chat template raising on
@@ -454,30 +457,13 @@ class EpisodeRollout:
                 )
                 # TRL needs one token per completion at least; it is masked out of the loss.
                 episode.tokens.add_feedback([self._filler(codec)])
-            else:
-                try:
-                    episode.state = start_episode(
-                        episode.task,
-                        env=self.env,
-                        run_id=self.run_id,
-                        step=step,
-                        group_id=group,
-                        rollout_id=episode.rollout_id,
-                        max_turns=self.max_turns,
-                    )
-                except Exception as exc:  # noqa: BLE001 - the environment's start failed: this episode's error
-                    episode.record = failure_record(
-                        run_id=self.run_id,
-                        step=step,
-                        group_id=group,
-                        rollout_id=episode.rollout_id,
-                        task_id=episode.task.task_id,
-                        kind="simulator_error",
-                        message=hook_failure(self.env, "start", exc),
-                        reward=self.reward,
-                    )
-                    episode.tokens.add_feedback([self._filler(codec)])
             episodes.append(episode)
+        starting = [(e, group, step) for e, (_, group, _) in zip(episodes, picked, strict=True) if e.record is None]
+        for (episode, _, _), failed in zip(
+            starting, each_with_bounded_hooks(self.env, self._start, starting), strict=True
+        ):
+            if failed:  # the environment's start failed (its error record): one token for TRL, masked out of the loss
+                episode.tokens.add_feedback([self._filler(codec)])
 
         while waiting := [e for e in episodes if e.live]:
             budgets = [self._turn_budget(e, max_completion_tokens) for e in waiting]
@@ -490,14 +476,28 @@ class EpisodeRollout:
             generated = generate([e.tokens.context for e, _ in ready], max(b for _, b in ready))
             if len(generated) != len(ready):
                 raise RuntimeError(f"generate returned {len(generated)} turns for {len(ready)} contexts")
+            turns = []
             for (episode, budget), new in zip(ready, generated, strict=True):
                 ids = cut_at_eos(list(new)[:budget], codec.eos_id) or [self._filler(codec)]
                 episode.tokens.add_policy_turn(ids)
-                self._advance(episode, codec.decode(ids), codec, max_completion_tokens)
+                turns.append((episode, codec.decode(ids)))
+            # every episode's environment turn at once; their replies tokenized here, one after another
+            replies = each_with_bounded_hooks(self.env, self._converse, turns)
+            for (episode, _), reply in zip(turns, replies, strict=True):
+                if reply is not None:
+                    self._take_reply(episode, reply, codec, max_completion_tokens)
 
         ended = [e for e in episodes if e.record is None]
         for episode, (record, execution) in zip(ended, self._score(ended), strict=True):
             episode.record, episode.execution = record, execution
+        # The metrics of the episodes that failed on the way (their rows report them), read together too.
+        unread = [e for e in episodes if e.env_metrics is None and e.state is not None and e.task is not None]
+        for episode, read in zip(
+            unread,
+            each_with_bounded_hooks(self.env, lambda e: environment_metrics(e.state, e.task, self.env), unread),
+            strict=True,
+        ):
+            episode.env_metrics = read
         self.last_episodes = episodes
         return episodes
 
@@ -522,8 +522,40 @@ class EpisodeRollout:
         left = max_completion_tokens - len(episode.tokens.completion_ids)
         return min(left, self.max_turn_tokens) if self.max_turn_tokens else left
 
-    def _advance(self, episode: Episode, text: str, codec: TokenCodec, max_completion_tokens: int) -> None:
-        """Play the generated turn and the environment's reply through ``converse``; stop before the next turn."""
+    def _start(self, starting: tuple[Episode, str, int]) -> bool:
+        """Open the episode (``env.start``) of ``(episode, group, step)``; False when it started, True when the
+        environment's start failed (the episode's error record)."""
+        episode, group, step = starting
+        assert episode.task is not None
+        try:
+            episode.state = start_episode(
+                episode.task,
+                env=self.env,
+                run_id=self.run_id,
+                step=step,
+                group_id=group,
+                rollout_id=episode.rollout_id,
+                max_turns=self.max_turns,
+            )
+        except Exception as exc:  # noqa: BLE001 - the environment's start failed: this episode's error
+            episode.record = failure_record(
+                run_id=self.run_id,
+                step=step,
+                group_id=group,
+                rollout_id=episode.rollout_id,
+                task_id=episode.task.task_id,
+                kind="simulator_error",
+                message=hook_failure(self.env, "start", exc),
+                reward=self.reward,
+            )
+            return True
+        return False
+
+    def _converse(self, turn: tuple[Episode, str]) -> tuple[EpisodeState, list[Message]] | None:
+        """Play the generated turn and the environment's reply through ``converse``; stop before the next turn. The
+        environment's hooks only (no tokenizer: :meth:`_take_reply` renders the reply). Returns the state before the
+        reply and the reply's messages when the model is next, else None (the episode ended, or failed: its record)."""
+        episode, text = turn
         assert episode.state is not None and episode.task is not None
         policy = _QueuedTurn(text)
         before_reply: list[EpisodeState] = []
@@ -538,23 +570,33 @@ class EpisodeRollout:
         except ConversationError as exc:  # the environment failed: an error record, never a score
             episode.state = exc.state
             episode.record = error_record(exc.state, exc.kind, str(exc), self.reward)
-            return
-        if state.next_action == "policy" and before_reply:  # the environment replied; the model is next
-            replies = state.messages[len(before_reply[-1].messages) :]
-            try:
-                ids = list(env_message_ids(codec, replies, episode.conversational, episode.tools))
-            except Exception as exc:  # noqa: BLE001 - the reply cannot be tokenized (a chat template refusing
-                # its role or content): this episode's error record, never the batch's (TRL would stop)
-                episode.state = before_reply[-1]
-                episode.record = error_record(
-                    before_reply[-1], "env_render_error", f"{type(exc).__name__}: {exc}", self.reward
-                )
-                return
-            if len(episode.tokens.completion_ids) + len(ids) >= max_completion_tokens:
-                state = end_without_commit(before_reply[-1], "completion_budget")
-            else:
-                episode.tokens.add_feedback(ids)
+            return None
         episode.state = state
+        if state.next_action == "policy" and before_reply:  # the environment replied; the model is next
+            return before_reply[-1], state.messages[len(before_reply[-1].messages) :]
+        return None
+
+    def _take_reply(
+        self,
+        episode: Episode,
+        reply: tuple[EpisodeState, list[Message]],
+        codec: TokenCodec,
+        max_completion_tokens: int,
+    ) -> None:
+        """The environment's reply as the episode's tokens (masked out of the loss), or the end of the episode when
+        it leaves no room for another turn."""
+        before, messages = reply
+        try:
+            ids = list(env_message_ids(codec, messages, episode.conversational, episode.tools))
+        except Exception as exc:  # noqa: BLE001 - the reply cannot be tokenized (a chat template refusing
+            # its role or content): this episode's error record, never the batch's (TRL would stop)
+            episode.state = before
+            episode.record = error_record(before, "env_render_error", f"{type(exc).__name__}: {exc}", self.reward)
+            return
+        if len(episode.tokens.completion_ids) + len(ids) >= max_completion_tokens:
+            episode.state = end_without_commit(before, "completion_budget")
+        else:
+            episode.tokens.add_feedback(ids)
 
     def _score(self, episodes: Sequence[Episode]) -> list[tuple[Record, ExecutionResult | None]]:
         from rewardpipe.runner import score_episodes
@@ -566,8 +608,11 @@ class EpisodeRollout:
         played = [(cast(EpisodeState, e.state), e.task) for e in episodes]
         # The environment's metrics() once per episode: its record takes them, and so does its row (reading
         # them again there called every environment's metrics() twice per episode).
-        for episode, (state, task) in zip(episodes, played, strict=True):
-            episode.env_metrics = environment_metrics(state, task, self.env)
+        metrics = each_with_bounded_hooks(
+            self.env, lambda pair: environment_metrics(pair[0], pair[1], self.env), played
+        )
+        for episode, read in zip(episodes, metrics, strict=True):
+            episode.env_metrics = read
         return score_episodes(
             played,
             executor=executor,

@@ -7,6 +7,9 @@ TRL multi-turn batch waited one ``hook_timeout_s`` per hanging hook, one after a
 from __future__ import annotations
 
 import json
+import threading
+
+import pytest
 
 from rewardpipe import Reward, component
 from rewardpipe.integrations.trl import (
@@ -113,3 +116,80 @@ def test_a_store_of_your_own_without_put_transcript_still_takes_every_record():
     trainer = _FakeTrainer(callback.reward_funcs, [1.0], 2)
     _drive(callback, trainer, ["q"] * 4, ["ANSWER", "x", "ANSWER", "y"])
     assert len(store.records) == 4 and not callback.failures
+
+
+# -- hanging environment hooks in a TRL batch: one timeout in all -------------------------------------------------
+
+
+class HangingReply(NumberGame):
+    """Its reply (or its metrics) hangs for the episodes named in ``hangs`` until released; every call is counted."""
+
+    name = "hanging_reply"
+    hook_timeout_s = 2.0
+
+    def __init__(self, hook: str) -> None:
+        self.hook = hook
+        self.entered: list[str] = []
+        self.release = threading.Event()
+
+    def _maybe_hang(self, state) -> None:
+        self.entered.append(state.rollout_id)
+        if state.group_id == "b0-g0":
+            self.release.wait(30)
+
+    def respond(self, state, task, ctx):
+        if self.hook == "respond":
+            self._maybe_hang(state)
+        return super().respond(state, task, ctx)
+
+    def metrics(self, state, task):
+        if self.hook == "metrics":
+            self._maybe_hang(state)
+        return {}
+
+    def on_policy_turn(self, state, task, text):
+        if self.hook == "execution_job":  # the model's first turn is its answer: the environment plans no run
+            return state.evolve(next_action="execute")
+        return super().on_policy_turn(state, task, text)
+
+    def execution_job(self, state, task):
+        self._maybe_hang(state)
+
+
+@pytest.mark.parametrize("hook", ["respond", "metrics", "execution_job"])
+def test_a_batchs_hanging_hooks_time_out_together_not_one_after_another(monkeypatch, hook):
+    # Before: each hanging hook was waited for in turn (2 episodes with a 1 s timeout took 2.0 s): when the first one
+    # timed out, the second had not even been called. Now they are waited for together: every hanging call has begun
+    # when the first timeout fires, so the batch costs one hook_timeout_s, however many hang.
+    from rewardpipe import episode
+
+    env = HangingReply(hook)
+    started_at_timeout: list[int] = []
+
+    class CountedTimeout(episode.HookTimeout):
+        def __init__(self, *args, **kwargs):
+            started_at_timeout.append(sum(1 for r in env.entered if r.startswith("b0-g0")))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(episode, "HookTimeout", CountedTimeout)
+    rollout = EpisodeRollout([NumberTask(task_id="t", prompt="Guess.", secret=7)], env=env, max_turns=2)
+
+    def guesses(contexts, max_new_tokens):
+        return [[ord("3"), 0] for _ in contexts]
+
+    try:
+        episodes = rollout.play(["Guess."] * 4, CharCodec(), guesses, max_completion_tokens=50, group_size=2)
+        rows = rollout_output(episodes, env)["rewardpipe_episode"]
+    finally:
+        env.release.set()
+    assert started_at_timeout == [2, 2]  # both hanging calls under way at each timeout: waited for together
+    by_id = {row["rollout_id"]: row for row in rows}
+    for hanging in ("b0-g0-k0", "b0-g0-k1"):
+        if hook != "metrics":  # the episode is an error record naming the hook, never a 0
+            assert by_id[hanging]["status"] == "error" and by_id[hanging]["components"] == {"won": None}
+            assert f"{hook}() did not return within hook_timeout_s" in by_id[hanging]["error_message"]
+        else:  # a late metrics() leaves its values out, as everywhere: the score stands
+            assert f"{hook}() did not return" in by_id[hanging]["env_metrics_error"]
+    for other in ("b0-g1-k0", "b0-g1-k1"):  # the other group is unaffected
+        assert by_id[other]["status"] == "scored" and by_id[other]["components"] == {"won": 0.0}
+        assert "env_metrics_error" not in by_id[other]
