@@ -89,6 +89,7 @@ from rewardpipe.integrations.trl import (
     ScoredBatch,
     _as_messages,
     completion_transcript,
+    gather_across_processes,
     resolve_reward,
     transcript_messages,
 )
@@ -734,6 +735,8 @@ class EpisodeScorer(BatchScorer):
         super().__init__(reward, **kwargs)
         # The rollout whose episodes these are: their conversations are the stored transcripts (keeps_transcripts).
         self.episodes = episodes
+        # Every process's names of the episodes' figures (a collective): see _log_episode_metrics.
+        self.gather: Callable[[list[Any]], list[Any]] = gather_across_processes
         self._inputs: tuple[Sequence[Any], Sequence[Any]] = ((), ())
 
     def read_batch(
@@ -764,12 +767,8 @@ class EpisodeScorer(BatchScorer):
             errors.append(kind)
         self.batches_scored += 1
         log_metric = kwargs.get("log_metric")
-        if callable(log_metric) and rows:
-            try:  # monitoring: a row's metric that is not a number never costs the batch its rewards
-                for name, value in episode_metrics(rows).items():
-                    log_metric(name, value)
-            except Exception:  # logged, the rewards are still served
-                logger.exception("rewardpipe: the episodes' metrics could not be logged")
+        if callable(log_metric):
+            self._log_episode_metrics(rows, log_metric)
         details = [
             {
                 "task_id": row.get("task_id"),
@@ -787,6 +786,26 @@ class EpisodeScorer(BatchScorer):
             for detail, transcript in zip(details, self._transcripts(rows), strict=True):
                 detail[TRANSCRIPT] = transcript
         return ScoredBatch(fingerprint, values, errors, details=details)
+
+    def _log_episode_metrics(self, rows: Sequence[Mapping[str, Any]], log_metric: Callable[[str, float], Any]) -> None:
+        """The episodes' means through TRL's ``log_metric``, under the same names on every process. TRL averages each
+        name over the processes with one collective per name, in name order: a name one process logs and another does
+        not (an environment's metric only some episodes report, ``env_observations_cut``; none of them on a process
+        whose episodes all failed) paired the values of different metrics, or waited for ever. The names are the union
+        over the processes (a collective, taken by every process's same reward call); a process whose rows have none
+        of a metric logs its mean, 0."""
+        try:  # monitoring: a row's metric that is not a number never costs the batch its rewards
+            local = episode_metrics(rows) if rows else {}
+        except Exception:  # logged, the rewards are still served (and the names still gathered)
+            logger.exception("rewardpipe: the episodes' metrics could not be logged")
+            local = {}
+        try:
+            names = sorted({name for name in self.gather(sorted(local)) if isinstance(name, str)})
+        except Exception:  # a gather that failed: no figure, rather than names that differ
+            logger.exception("rewardpipe: the episodes' metric names could not be gathered across processes")
+            return
+        for name in names:
+            log_metric(name, local.get(name, 0.0))
 
     def _transcripts(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Each row's transcript: its episode's conversation (the rollout's latest batch, on this process) and

@@ -193,3 +193,40 @@ def test_a_batchs_hanging_hooks_time_out_together_not_one_after_another(monkeypa
     for other in ("b0-g1-k0", "b0-g1-k1"):  # the other group is unaffected
         assert by_id[other]["status"] == "scored" and by_id[other]["components"] == {"won": 0.0}
         assert "env_metrics_error" not in by_id[other]
+
+
+# -- several processes: every rank logs the same episode figures ----------------------------------------------------
+
+
+def test_every_process_logs_the_same_episode_metric_names_whatever_its_own_episodes_report():
+    # TRL averages each logged metric over the processes with one collective per name, in name order: a rank whose
+    # episodes reported a metric the other's did not (env_observations_cut only when a reply was cut; none of an
+    # environment's metrics on a rank whose episodes all failed) logged a name the other did not, and the collectives
+    # paired values of different metrics, or waited for ever. The names are now the union over the processes.
+    from rewardpipe.integrations.trl_episodes import EpisodeScorer
+
+    base = {"task_id": "t", "status": "scored", "error": None, "components": {"won": 1.0}, "assistant_turns": 1}
+    ranks = {
+        "cut": [{**base, "rollout_id": "a", "env_observations_cut": 1}],
+        "plain": [{**base, "rollout_id": "b"}],
+        "failed": [{"rollout_id": "c", "task_id": "t", "status": "error", "error": "unknown_task", "components": {}}],
+    }
+    offered: dict[str, list[str]] = {}
+
+    def logged_by(rank: str) -> dict[str, float]:
+        scorer = EpisodeScorer(NumberGame.reward)
+        # the collective: every rank's names, in process order (each rank offers its own first, here, then the rest)
+        scorer.gather = lambda names: [*names, *(n for r, other in offered.items() if r != rank for n in other)]
+        logged: dict[str, float] = {}
+        for fn in scorer.functions():
+            fn(["Guess."], ["7"], rewardpipe_episode=ranks[rank], log_metric=logged.__setitem__, trainer_state=None)
+        return logged
+
+    from rewardpipe.integrations.trl_episodes import episode_metrics
+
+    for rank, rows in ranks.items():
+        offered[rank] = sorted(episode_metrics(rows))
+    figures = {rank: logged_by(rank) for rank in ranks}
+    assert len({tuple(sorted(f)) for f in figures.values()}) == 1, figures  # one name set on every rank
+    assert figures["plain"]["rewardpipe/episode/env_observations_cut"] == 0.0  # its episodes had none cut
+    assert figures["cut"]["rewardpipe/episode/env_observations_cut"] == 1.0
