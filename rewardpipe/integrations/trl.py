@@ -601,7 +601,10 @@ TRANSCRIPT = "transcript"
 TRANSCRIPT_MESSAGE_CHARS = 4000
 TRANSCRIPT_MESSAGES = 32
 #: What a single-turn completion's transcript says of execution: the callback sees the components, not the sandbox's.
-COMPLETION_VERDICT = {"status": "not_executed", "reason": "a TRL completion: its scores are the record's components"}
+COMPLETION_VERDICT = {
+    "status": "not_executed",
+    "reason": "a TRL completion: the callback keeps no execution verdict (a code reward's result is in its components)",
+}
 
 
 def transcript_messages(messages: Iterable[Any]) -> list[dict[str, str]]:
