@@ -93,7 +93,7 @@ def test_grpo_trainer_logs_within_group_figures_and_alarms_on_a_component_consta
     assert len([a for a in callback.alarms if a.component == "prompt_parity"]) == 1  # once per onset
 
     # The store holds the records with the weights the trainer used, and `rewardpipe monitor` reads it.
-    record = json.loads(next((store_dir / "runs" / "trl-test").rglob("c0.json")).read_text())
+    record = json.loads(next((store_dir / "runs" / "trl-test").glob("step=*/group=*/c0.json")).read_text())
     assert record["weights"] == {"format": 0.5, "char_mean": 2.0, "prompt_parity": 1.0}
     assert record["aggregate"] == pytest.approx(sum(record["weights"][k] * v for k, v in record["components"].items()))
     from typer.testing import CliRunner
@@ -167,7 +167,7 @@ def test_a_user_reward_by_reference_trains_and_a_raising_component_leaves_its_ro
     )
     trainer.train()  # a raising component costs its rows, not the run
 
-    records = [json.loads(p.read_text()) for p in (store_dir / "runs" / "trl-user").rglob("c*.json")]
+    records = [json.loads(p.read_text()) for p in (store_dir / "runs" / "trl-user").glob("step=*/group=*/c*.json")]
     assert len(records) == 2 * len(PROMPTS) * GROUP
     failed = [r for r in records if r["status"] == "error"]
     # The BOOM prompt's groups (TRL samples prompts at random: one or more per step), whole groups, nothing else.
