@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -256,6 +257,7 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         label = batch.error_kinds.names[kind]
         kinds[label] = kinds.get(label, 0) + 1
     _fill_samples(batch, accs, codes, order, mixed, bounds, len(step_values))
+    _fill_leads(batch, accs, codes, judged)
     return run_id, accs
 
 
@@ -370,6 +372,21 @@ def _fill_samples(
     for row in np.flatnonzero(sampled[codes]).tolist():
         record = batch.load(int(batch.positions[row]))
         accs[record.step].sample[record.group_id].append(SampledRollout(record))
+
+
+def _fill_leads(batch: RecordBatch, accs: dict[int, StepAcc], codes: np.ndarray, judged: np.ndarray) -> None:
+    """Each judged group's first scored rollout (:attr:`StepAcc.leads`), as a loader: a record is read only for the
+    alarm example that asks for it."""
+    rows = np.flatnonzero(judged)
+    first = np.full(int(codes.max()) + 1 if len(codes) else 0, len(batch), dtype=np.int64)
+    np.minimum.at(first, codes[rows], rows)
+    for row in first[first < len(batch)].tolist():
+        step, group = int(batch.steps[row]), batch.group_ids.names[batch.group_ids.codes[row]]
+        accs[step].leads[group] = partial(_load_rollout, batch.load, int(batch.positions[row]))
+
+
+def _load_rollout(load: Callable[[int], Any], position: int) -> SampledRollout:
+    return SampledRollout(load(position))
 
 
 def run_columns(batch: RecordBatch) -> RunColumns:

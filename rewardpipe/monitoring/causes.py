@@ -64,6 +64,8 @@ def _saturation(components: dict[str, ComponentStats], acc: StepAcc, th: Thresho
         weight = acc.weights.get(name)
         if stats.verdict != "dead" or stats.cause != "constant_at_maximum" or name not in th.ranges or weight == 0:
             continue  # (weighted 0 it lifts no reward: its dead message says so)
+        if th.penalty_neutral_end(name, th.ranges[name]) is not None:
+            continue  # a penalty at its maximum is idle or always fires, never a bonus to "raise the bar" on
         maximum = th.ranges[name][1]
         found.append(
             Diagnosis(

@@ -29,7 +29,7 @@ from typing import Any
 from rewardpipe.models import is_score
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import fmt
-from rewardpipe.monitoring.statistics import SampledRollout, StepAcc
+from rewardpipe.monitoring.statistics import AGG, SampledRollout, StepAcc, zero_variance_groups
 from rewardpipe.monitoring.thresholds import Thresholds, varies
 from rewardpipe.safe_text import printable
 from rewardpipe.store import transcript_key  # the one key function the runner writes transcripts with
@@ -87,6 +87,41 @@ def _constant_groups(acc: StepAcc, component: str, eps: float) -> list[tuple[lis
         if len(values) >= 2 and not varies(values, eps, weight):
             groups.append((valued, sum(1 for r in rollouts if r.status == "scored") - len(valued)))
     return groups
+
+
+def _unsampled_constant_leads(acc: StepAcc, component: str, eps: float, wanted: int) -> list[SampledRollout]:
+    """Up to ``wanted`` rollouts of zero-variance groups outside the step's sample (its first groups), one a group
+    (its first scored rollout, where it has a value): the evidence of a component the first groups do not show
+    constant (they are another task's, or the few that still vary). Such an alarm had no example at all."""
+    name = AGG if component == AGGREGATE_TARGET else component
+    leads: list[SampledRollout] = []
+    for group in zero_variance_groups(name, acc, eps):
+        if len(leads) == wanted:
+            break
+        lead = acc.lead(group) if group not in acc.sample else None
+        if lead is not None and is_score(_value(lead, component)):
+            leads.append(lead)
+    return leads
+
+
+def _cancelling_leads(acc: StepAcc, eps: float) -> list[tuple[Any, SampledRollout, str]]:
+    """For an aggregate whose components cancel and whose sampled groups do not show it: the first rollouts of
+    groups beyond the sample where the aggregate is constant although a component varies, naming the components."""
+    varying: dict[Any, list[str]] = {}
+    for name in sorted(n for n in acc.table if n != AGG):
+        for group in zero_variance_groups(name, acc, eps, varying=True):
+            varying.setdefault(group, []).append(name)
+    ranked: list[tuple[Any, SampledRollout, str]] = []
+    for group in zero_variance_groups(AGG, acc, eps):
+        lead = acc.lead(group) if group in varying and group not in acc.sample else None
+        if lead is not None and is_score(lead.aggregate):
+            names = ", ".join(varying[group])
+            parts = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(lead.components.items()))
+            reason = f"aggregate {fmt(lead.aggregate)}, like its whole group, from {parts} ({names} vary inside it)"
+            ranked.append((0, lead, clean(reason)))
+        if len(ranked) == EXAMPLES_PER_ALARM:
+            break
+    return ranked
 
 
 def _execution_reason(r: SampledRollout) -> tuple[int, str]:
@@ -206,6 +241,8 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
                 ranked.append((0, r, clean(f"aggregate {fmt(r.aggregate)}, like its whole group, from {parts}")))
             if ranked:
                 break
+        if not ranked:  # no sampled group shows it (its constant groups are the step's later ones)
+            ranked = _cancelling_leads(acc, eps)
     else:
         for group, without in _constant_groups(acc, component, eps):
             # "every rollout of its group" was said of a group whose other rollouts had a NaN or None, the
@@ -219,6 +256,14 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
                     rank, reason = 0, _behaviour(r)
                 base = f"{component} = {fmt(value)}, like every rollout of its group{others}"
                 ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
+        groups = len({(getattr(r, "step", None), r.group_id) for _, r, _ in ranked})
+        for r in _unsampled_constant_leads(acc, component, eps, EXAMPLES_PER_ALARM - groups):
+            base = f"{component} = {fmt(_value(r, component))}, like every rollout of its group that has a number"
+            if alarm.cause == "constant_at_minimum" and component in th.outcome_components:
+                rank, reason = _execution_reason(r)
+            else:
+                rank, reason = 0, _behaviour(r)
+            ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
     # A verdict pooled over small steps (rewardpipe.monitoring.pooling) picks rollouts of several steps.
     return [
         Example(r.rollout_id, r.group_id, step, _key(alarm, r, step), reason)

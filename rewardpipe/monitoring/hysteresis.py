@@ -48,13 +48,22 @@ class Transition:
     since: int | None = None
 
 
-def advance(target: TargetState, step: int, *, bad: bool, recovered: bool, raise_after: int) -> Transition | None:
+def advance(
+    target: TargetState, step: int, *, bad: bool, recovered: bool, raise_after: int, early: bool = False
+) -> Transition | None:
     """The one raise/recover state machine every alarm follows.
 
     Closed: a ``bad`` step extends the streak and opens the alarm once the streak reaches ``raise_after``;
     any other step resets the streak. Open: only a ``recovered`` step closes it (in between, nothing
     changes: hysteresis, so an alarm does not flap at the threshold).
+
+    An ``early`` step (one from before the open alarm's or the streak's evidence, checked late: :func:`predates`)
+    tells nothing of now: it neither closes the alarm nor resets the streak. A healthy step 1 arriving after an
+    alarm raised at step 3 said "recovered at step 1 after being dead since step 3", and the next dead step raised
+    the same onset again.
     """
+    if early and not bad:
+        return None
     if target.active:
         if not recovered:
             return None
@@ -69,6 +78,17 @@ def advance(target: TargetState, step: int, *, bad: bool, recovered: bool, raise
         return None
     target.active, target.since = True, step
     return Transition("raised")
+
+
+def predates(target: TargetState, step: int) -> bool:
+    """Whether ``step`` comes before the first step of the target's open alarm or of its current streak: a step
+    whose records came late (or that a resumed run re-sent) from before the onset. It may still raise (a late step
+    alarms), but it says nothing of the later steps that opened the alarm. A late step after the onset is judged
+    as ever (a healthy one recovers)."""
+    if not (target.active or target.streak):
+        return False
+    start = target.streak_since if target.streak_since is not None else target.since
+    return start is not None and step < start
 
 
 def _record_trend(target: TargetState, step: int, fraction: float, groups: int, window: int) -> None:
@@ -97,10 +117,18 @@ def track_component(
         stats.dead_streak = target.dead_streak
         return None
     frac = stats.zero_variance_group_fraction or 0.0
+    early = predates(target, step)
     # the shortest window and the longer ones tried when it is too noisy (trend.windows)
     _record_trend(target, step, frac, stats.eligible_groups, th.dying_window + BASELINE_STEPS)
-    target.dead_streak = target.dead_streak + 1 if stats.verdict == "dead" else 0
-    stats.dead_streak = target.dead_streak
+    if stats.verdict == "dead":
+        target.dead_streak += 1
+        stats.dead_streak = target.dead_streak
+    else:
+        stats.dead_streak = 0  # (a step from before the onset leaves the streak of the later steps as it is)
+        target.dead_streak = target.dead_streak if early else 0
+    if early and stats.verdict != "dead":
+        stats.alarm_active = target.active  # nothing it says is news: the later steps judged the component
+        return None
     if stats.verdict == "info" and target.active:
         # an idle penalty is not judged dead (alarm_idle_penalties off): its open alarm is closed, and said so
         alarm = stop_judging(target, stats.name, step, run_id, IDLE_PENALTY)
@@ -328,10 +356,16 @@ def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th
     }
     alarm = None
     bad = rate >= th.error_rate
-    target.error_streak = target.error_streak + 1 if bad else 0
-    report.error_streak = target.error_streak
+    early = predates(target, report.step)
+    target.error_streak = target.error_streak + 1 if bad else (target.error_streak if early else 0)
+    report.error_streak = target.error_streak if bad else 0
     change = advance(
-        target, report.step, bad=bad, recovered=rate < th.error_recover_rate, raise_after=th.errors_raise_after
+        target,
+        report.step,
+        bad=bad,
+        recovered=rate < th.error_recover_rate,
+        raise_after=th.errors_raise_after,
+        early=early,
     )
     if change is not None and change.kind == "recovered":
         alarm = Alarm(

@@ -117,6 +117,14 @@ def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str
         if at < s["zero_variance_groups"]:
             share += f"; {pct(frac)} of groups are constant"
     rare = rarely_varies(s)
+    if s.get("penalty_fires"):
+        end = "minimum" if cause == "constant_at_minimum" else "maximum"
+        return (
+            f"{who} is {value} (its {end}, where the penalty fires) in every rollout of {share}: a penalty that fires "
+            f"on every rollout of a group separates none of them"
+            + (f"; {rare}" if rare else "")
+            + "; is its condition too broad, or inverted?"
+        )
     if cause == "constant_at_minimum":
         where = "its minimum" if s["range_known"] else "the lowest value seen at this step"
         text = f"{who} is {value} ({where}) in every rollout of {share}: it gives GRPO no signal there; "

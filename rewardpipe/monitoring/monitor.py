@@ -28,7 +28,7 @@ from rewardpipe.monitoring.alarms import (
 from rewardpipe.monitoring.batch import RecordBatch, accumulate_batch
 from rewardpipe.monitoring.causes import diagnose
 from rewardpipe.monitoring.examples import choose_examples
-from rewardpipe.monitoring.hysteresis import ABSENT, IGNORED, stop_judging, track_component, track_errors
+from rewardpipe.monitoring.hysteresis import ABSENT, IGNORED, predates, stop_judging, track_component, track_errors
 from rewardpipe.monitoring.messages import run_warnings
 from rewardpipe.monitoring.pooling import StepHistory, pool_small_steps, stored_step
 from rewardpipe.monitoring.state import MonitorState, PendingDelivery, load_state, state_key
@@ -226,6 +226,8 @@ def _stop_judging(report: StepReport, ignored: set[str], state: MonitorState, ru
             continue
         if name in ignored:
             cause = IGNORED
+        elif predates(target, report.step):
+            continue  # a late step from before its alarm (a component added since): nothing it lacks is news
         elif key != AGGREGATE_TARGET and report.scored and name not in report.components:
             cause = ABSENT
         else:

@@ -136,6 +136,10 @@ def merge(steps: list[tuple[int, StepAcc]]) -> StepAcc:
             merged.groups[(step, group)] = None
         for group, rollouts in acc.sample.items():
             merged.sample[(step, group)] = [PooledRollout(r, getattr(r, "step", step)) for r in rollouts]
+        for group in acc.leads:
+            lead = acc.lead(group)
+            if lead is not None:
+                merged.leads[(step, group)] = PooledRollout(lead, getattr(lead, "step", step))
         names.update(dict.fromkeys(acc.table))
     for name in names:
         parts = [acc.table.get(name) or _absent(len(acc.groups)) for _, acc in steps]

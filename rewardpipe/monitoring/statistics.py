@@ -126,6 +126,7 @@ class StepAcc:
         "errors",
         "groups",
         "inprocess",
+        "leads",
         "missing",
         "non_finite",
         "records",
@@ -154,6 +155,11 @@ class StepAcc:
         # weights are fixed, so this costs nothing per record)
         self.weights: dict[str, float] = {}
         self.sample: dict[GroupKey, list[SampledRollout]] = {}  # group_id -> its rollouts, first SAMPLE_GROUPS groups
+        # group_id -> its first scored rollout, for every group (or a loader of it: the columnar readers load a
+        # record only when asked). The sample is the first groups only: an alarm on a component that those groups
+        # do not show constant (another task's groups, the few that still vary) took its examples from here, or
+        # had none (round thirty-six); one rollout a group keeps memory growing with groups, not records.
+        self.leads: dict[GroupKey, SampledRollout | Callable[[], SampledRollout]] = {}
         self.table: dict[str, GroupTable] = {}  # component (and AGG) -> per-group numbers, set by freeze()
         # group_id -> its scored rollouts while reading; after :meth:`freeze`, ``rollouts`` holds them in group
         # order (what a component's count of values is compared with: a value in 1 of 4 rollouts is no comparison)
@@ -163,6 +169,14 @@ class StepAcc:
         # records, which no statistic of the step includes
         self.set_aside: list[dict[str, Any]] = []
         self.set_aside_records = 0
+
+    def lead(self, group: GroupKey) -> SampledRollout | None:
+        """The first scored rollout of ``group`` (None when it has none, or was set aside)."""
+        lead = self.leads.get(group)
+        if lead is None or isinstance(lead, SampledRollout):
+            return lead
+        self.leads[group] = loaded = lead()
+        return loaded
 
     def drop_components(self, names: list[str]) -> None:
         """Leave ``names`` out of this step (before :meth:`freeze` or after): no figure, verdict or alarm of theirs."""
@@ -373,6 +387,8 @@ def accumulate(
             acc.error_kinds[kind] = acc.error_kinds.get(kind, 0) + 1
             continue
         acc.scored_in_group[rec.group_id] = acc.scored_in_group.get(rec.group_id, 0) + 1
+        if rec.group_id not in acc.leads:
+            acc.leads[rec.group_id] = sampled[-1] if sampled else SampledRollout(rec)
         for name, value in (*rec.components.items(), (AGG, rec.aggregate)):
             if value is None:
                 acc.missing[name] = acc.missing.get(name, 0) + 1
@@ -420,6 +436,7 @@ def _set_aside(acc: StepAcc, group: str, records: int, gaps: Mapping[tuple[str, 
     (which stays used, as the columnar reader counts it)."""
     acc.groups.pop(group, None)
     acc.scored_in_group.pop(group, None)
+    acc.leads.pop(group, None)
     acc.set_aside_records += records
     for (name, kind), count in gaps.items():
         counts = acc.missing if kind == "missing" else acc.non_finite
@@ -461,16 +478,10 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
         return stats, np.empty(0), np.zeros(groups_total)
     n = table.n
     present = n > 0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_d = table.s1 / n
-        var = np.maximum(table.s2 / n - mean_d * mean_d, 0.0)
-    group_mean = table.shift + mean_d
-    eligible = n >= 2
-    std = np.where(eligible, np.sqrt(np.where(eligible, var, 0.0)), 0.0)
     weight = acc.weights.get(name, 1.0)
-    with np.errstate(invalid="ignore"):  # NaN magnitude: a group without a value, never eligible
-        magnitude = np.maximum(np.abs(table.minimum), np.abs(table.maximum))
-        zero = eligible & (std <= zero_variance_bound(epsilon, weight, magnitude))
+    group_mean, var, std, magnitude, zero = _group_spread(table, epsilon, weight)
+    eligible = n >= 2
+    with np.errstate(invalid="ignore"):
         # zero only at the values' scale: a spread that would count as varying on values within +-1 (the messages
         # say so: a large offset, not a scorer that never moves; and no weighted changes that cancel)
         at_scale = zero & (std > zero_variance_bound(epsilon, weight, 1.0))
@@ -499,6 +510,36 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
         stats["zero_variance_group_fraction"] = stats["zero_variance_groups"] / stats["eligible_groups"]
         stats["within_group_std_mean"] = float(std[eligible].sum()) / stats["eligible_groups"]
     return stats, group_mean[zero], sizes
+
+
+def _group_spread(
+    table: GroupTable, epsilon: float, weight: float | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: mean, population variance, std (0.0 below two values), largest magnitude and whether it is
+    zero variance (2+ values within :func:`~rewardpipe.monitoring.thresholds.zero_variance_bound`)."""
+    n = table.n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_d = table.s1 / n
+        var = np.maximum(table.s2 / n - mean_d * mean_d, 0.0)
+    eligible = n >= 2
+    std = np.where(eligible, np.sqrt(np.where(eligible, var, 0.0)), 0.0)
+    with np.errstate(invalid="ignore"):  # NaN magnitude: a group without a value, never eligible
+        magnitude = np.maximum(np.abs(table.minimum), np.abs(table.maximum))
+        zero = eligible & (std <= zero_variance_bound(epsilon, weight, magnitude))
+    return table.shift + mean_d, var, std, magnitude, zero
+
+
+def zero_variance_groups(name: str, acc: StepAcc, epsilon: float, *, varying: bool = False) -> list[GroupKey]:
+    """The keys of the step's groups where ``name`` (or :data:`AGG`) is zero variance, in group order: the groups
+    its figures count as giving GRPO nothing (alarm examples are taken from them); ``varying``: those of 2+ values
+    where it is not."""
+    table = acc.table.get(name)
+    if table is None:
+        return []
+    zero = _group_spread(table, epsilon, acc.weights.get(name, 1.0))[4]
+    chosen = (table.n >= 2) & ~zero if varying else zero
+    keys = list(acc.groups)
+    return [keys[i] for i in np.flatnonzero(chosen).tolist() if i < len(keys)]
 
 
 def advantage_share_means(group_sizes: dict[str, np.ndarray]) -> dict[str, float]:

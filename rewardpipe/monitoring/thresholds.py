@@ -133,16 +133,19 @@ class Thresholds(BaseModel):
         ``(-1, 0)`` penalty, the minimum of a ``(0, 1)`` one subtracted by a negative weight). A component
         declared ``outcome`` or ``shaping`` is never one; without a declared role, a range ending at 0 from
         below makes a penalty."""
+        return cause == self.penalty_neutral_end(name, value_range)
+
+    def penalty_neutral_end(self, name: str, value_range: tuple[float, float] | None) -> str | None:
+        """For a penalty (its declared role, or without one a range ending at 0 from below), the cause of it constant
+        at its neutral end, ``constant_at_maximum`` or ``constant_at_minimum`` (its other end is where it fires);
+        None for any other component, or one whose range is unknown."""
         role = self.roles.get(name)
-        if role is not None and role != "penalty":
-            return False
-        if value_range is None:
-            return False
+        if (role is not None and role != "penalty") or value_range is None:
+            return None
         lo, hi = value_range
         if role == "penalty":
-            neutral = "constant_at_maximum" if abs(hi) <= abs(lo) else "constant_at_minimum"
-            return cause == neutral
-        return cause == "constant_at_maximum" and hi == 0.0 and lo < 0.0
+            return "constant_at_maximum" if abs(hi) <= abs(lo) else "constant_at_minimum"
+        return "constant_at_maximum" if hi == 0.0 and lo < 0.0 else None
 
 
 def zero_variance_bound(epsilon: float, weight: float | None, magnitude: Any) -> Any:

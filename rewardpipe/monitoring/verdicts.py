@@ -225,6 +225,12 @@ def component_stats(
             cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_maximum", hi, at_max
     if cause == "constant_everywhere":
         stats["constant_value"] = stats["mean"]
+    neutral = th.penalty_neutral_end(name, value_range if range_known else None)
+    # a penalty stuck at its other end fires on every rollout: its message asked "is it ever triggered?" (or called
+    # it saturated and advised lowering its weight), the opposite of what happened
+    stats["penalty_fires"] = (
+        neutral is not None and cause in ("constant_at_minimum", "constant_at_maximum") and (cause != neutral)
+    )
     if th.is_idle_penalty(name, cause, value_range if range_known else None) and not th.alarm_idle_penalties:
         stats["verdict"], cause = "info", "penalty_never_fires"
     stats["cause"] = cause
@@ -257,6 +263,7 @@ def finish(name: str, stats: dict[str, Any], cancelling: list[str] | None = None
         "group_size",
         "errors_left_out",
         "scale_zero_groups",
+        "penalty_fires",
     ):
         stats.pop(internal, None)
     return ComponentStats(name=name, **stats)
