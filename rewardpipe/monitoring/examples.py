@@ -29,7 +29,7 @@ from typing import Any
 from rewardpipe.models import is_score
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import fmt
-from rewardpipe.monitoring.statistics import AGG, SampledRollout, StepAcc, zero_variance_groups
+from rewardpipe.monitoring.statistics import AGG, SampledRollout, StepAcc, lone_value_groups, zero_variance_groups
 from rewardpipe.monitoring.thresholds import Thresholds, varies
 from rewardpipe.safe_text import printable
 from rewardpipe.store import transcript_key  # the one key function the runner writes transcripts with
@@ -233,6 +233,20 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
             ranked.append((0, finite[0], clean(f"{component} = {fmt(_value(finite[0], component))}, {where}")))
             for r in [r for r in scored if r is not finite[0]][:1]:
                 ranked.append((1, r, clean(f"{component} = {_value(r, component)!r}: no value to compare with")))
+        if not ranked:  # no sampled group shows it (the groups that have the component are the step's later ones)
+            for key in lone_value_groups(AGG if component == AGGREGATE_TARGET else component, acc):
+                lead = acc.lead(key) if key not in acc.sample else None
+                if lead is None:
+                    continue
+                value = _value(lead, component)
+                reason = (
+                    f"{component} = {fmt(value)}, the only finite value in its group"
+                    if is_score(value)
+                    else f"{component} = {value!r}, and its group has one finite value: no comparison"
+                )
+                ranked.append((0, lead, clean(reason)))
+                if len(ranked) == EXAMPLES_PER_ALARM:
+                    break
     elif alarm.cause == "components_cancel":
         for group, _ in _constant_groups(acc, component, eps):
             differing = [r for r in group if r.components != group[0].components]

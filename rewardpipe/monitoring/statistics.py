@@ -542,6 +542,19 @@ def zero_variance_groups(name: str, acc: StepAcc, epsilon: float, *, varying: bo
     return [keys[i] for i in np.flatnonzero(chosen).tolist() if i < len(keys)]
 
 
+def lone_value_mask(acc: StepAcc, table: GroupTable | None) -> np.ndarray:
+    """Per group, whether it holds 2+ scored rollouts but a finite value of the component (``table``) in one only:
+    no comparison for GRPO (counted with the zero-variance groups; cause ``sparse_values``)."""
+    rollouts = acc.rollout_counts()
+    return (table.n == 1) & (rollouts >= 2) if table is not None else np.zeros(len(rollouts), dtype=bool)
+
+
+def lone_value_groups(name: str, acc: StepAcc) -> list[GroupKey]:
+    """The keys of the groups of :func:`lone_value_mask` for ``name``, in group order."""
+    keys = list(acc.groups)
+    return [keys[i] for i in np.flatnonzero(lone_value_mask(acc, acc.table.get(name))).tolist() if i < len(keys)]
+
+
 def advantage_share_means(group_sizes: dict[str, np.ndarray]) -> dict[str, float]:
     """Per component, its mean share of the GRPO advantage over the groups that have an advantage.
 

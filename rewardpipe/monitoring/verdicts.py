@@ -29,7 +29,7 @@ import numpy as np
 
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET
 from rewardpipe.monitoring.messages import dead_message, label
-from rewardpipe.monitoring.statistics import AGG, StepAcc, advantage_share_means, component_figures
+from rewardpipe.monitoring.statistics import AGG, StepAcc, advantage_share_means, component_figures, lone_value_mask
 from rewardpipe.monitoring.thresholds import Thresholds, zero_variance_bound
 
 Verdict = Literal["ok", "dying", "dead", "info", "insufficient_data"]
@@ -169,7 +169,7 @@ def component_stats(
         return stats
     # Groups of 2+ scored rollouts where the component has a number in one of them only: no comparison for GRPO
     # there, so they count with the zero-variance groups (a group where it has none at all is another task's).
-    lone = (table.n == 1) & (rollouts >= 2) if table is not None else rollouts < 0
+    lone = lone_value_mask(acc, table)
     sparse = stats["sparse_groups"] = int(lone.sum())
     if sparse:
         low, high = int(rollouts[lone].min()), int(rollouts[lone].max())

@@ -200,3 +200,19 @@ def test_a_cancelling_aggregates_alarm_has_examples_when_the_sample_holds_no_can
         assert int(example["group_id"][1:]) >= SAMPLE_GROUPS
         assert example["reason"].startswith("aggregate 0.0, like its whole group, from a=")
         assert example["reason"].endswith("(a, b vary inside it)")
+
+
+def test_a_sparse_values_alarm_has_examples_when_the_sample_holds_no_such_group():
+    """``judge`` only for the later task family, failing to None in all but one rollout of each group there: dead
+    ``sparse_values`` with no example (the sampled groups have no judge at all)."""
+
+    def values(g: int, i: int) -> dict[str, Any]:
+        return {"good": _rng.random(), **({"judge": 0.7 if i == 1 else None} if g >= SAMPLE_GROUPS else {})}
+
+    result = monitor_records(_records(0, 2 * SAMPLE_GROUPS, values))
+    assert result.step(0).components["judge"].cause == "sparse_values"
+    (alarm,) = [a for a in result.alarms if a.component == "judge"]
+    assert len(alarm.examples) == 3
+    for example in alarm.examples:
+        assert int(example["group_id"][1:]) >= SAMPLE_GROUPS
+        assert example["reason"] == "judge = None, and its group has one finite value: no comparison"
