@@ -216,3 +216,20 @@ def test_a_sparse_values_alarm_has_examples_when_the_sample_holds_no_such_group(
     for example in alarm.examples:
         assert int(example["group_id"][1:]) >= SAMPLE_GROUPS
         assert example["reason"] == "judge = None, and its group has one finite value: no comparison"
+
+
+def test_a_late_step_from_before_an_error_rate_alarm_does_not_clear_it():
+    """The error-rate alarm follows the same state machine: a clean step 1 checked after the alarm raised at step 3
+    said "error rate recovered at step 1", and the next bad step raised it again."""
+
+    def step(n: int, errors: bool) -> list[dict[str, Any]]:
+        records = _records(n, 8, lambda g, i: {"good": _rng.random()})
+        for record in records[: len(records) // 2] if errors else []:
+            record.update(status="error", components={}, aggregate=None, error={"kind": "timeout", "message": "x"})
+        return records
+
+    state, alarms = None, []
+    for n, errors in [(2, False), (3, True), (1, False), (4, True)]:
+        result = monitor_records(step(n, errors), None, state)
+        state, alarms = result.state, alarms + [(a.step, a.kind) for a in result.alarms if a.component == "errors"]
+    assert alarms == [(3, "error_rate")]
