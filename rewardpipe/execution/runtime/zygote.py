@@ -1276,6 +1276,11 @@ class Zygote:
                 ours.close()
                 layers.set_process_name(RUNNER_NAME)
                 self.child_server.uninstall()  # the hidden tests run with the process's own streams and hooks
+                if self.uid is not None and self.uid != os.geteuid():
+                    # What the hidden tests create is their uid's alone where the jobs run under another: without
+                    # Landlock, a mount namespace or chroot, a file they wrote at an absolute path (``/tmp/out.json``,
+                    # mode 0644) was read by the model's code of their job or of a job beside it (round thirty-six).
+                    os.umask(os.umask(0) | 0o077)
                 _die_with_parent(self.pid)
                 if "rlimits" not in self.disabled:
                     # The runner decodes the model's replies: bounded here (and by the wire budgets in
