@@ -89,6 +89,7 @@ __all__ = [
     "run_episode",
     "start_episode",
     "stored_action",
+    "unstarted_record",
 ]
 
 #: What start() may leave as next_action: the model or the environment speaks first; the episode is not over.
@@ -803,6 +804,13 @@ def failure_record(
         aggregate=None,
         metrics=metrics or {},
     )
+
+
+def unstarted_record(**ids_and_failure: Any) -> Record:
+    """:func:`failure_record` (same arguments, no ``metrics``) for a rollout that failed before its episode had a
+    state (the environment's ``start()`` raised, an input was refused): no assistant turn was played. One function
+    for the local runner and the workflow's error record, so the two record such a rollout alike."""
+    return failure_record(**ids_and_failure, metrics={"assistant_turns": 0})
 
 
 def error_record(state: EpisodeState, kind: str, message: str, reward: Reward) -> Record:

@@ -37,6 +37,7 @@ from rewardpipe.episode import (
     finish_episode,
     hook_failure,
     start_episode,
+    unstarted_record,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.gc_pause import paused_gc
@@ -289,7 +290,7 @@ def run_slots(
                 max_turns=max_turns,
             )
         except Exception as exc:  # noqa: BLE001 - the environment's start failed: this rollout's error
-            finished[index] = failure_record(
+            finished[index] = unstarted_record(
                 run_id=run_id,
                 step=slot.step,
                 group_id=slot.group_id,

@@ -95,8 +95,18 @@ class SimulatorError(RuntimeError):
 
 def hook_failed(env: Any, hook: str, exc: Exception) -> SimulatorError:
     """An exception in one of the environment's own hooks (start, on_policy_turn, execution_job): the
-    environment's failure, recorded as simulator_error and never charged to the policy."""
-    return SimulatorError(f"environment '{env.name}': {hook} failed: {type(exc).__name__}: {exc}")
+    environment's failure, recorded as simulator_error and never charged to the policy. Its message is the local
+    run's (:func:`rewardpipe.episode.hook_failure`, naming the hook and the user's line that raised): the same
+    rollout fails with the same record locally and here."""
+    from rewardpipe.episode import hook_failure
+
+    return SimulatorError(hook_failure(env, hook, exc))
+
+
+def _tools_failed(env: Any, exc: Exception) -> SimulatorError:
+    """A ``tool_schemas`` that raised or returned tools no trainer can be handed (the callback path only: no
+    local counterpart), worded as round thirty-two published it."""
+    return SimulatorError(f"environment '{env.name}': tool_schemas failed: {type(exc).__name__}: {exc}")
 
 
 # The tools a callback rollout's trainer is handed travel through S3 (tools.json, beside the snapshots): the turn
@@ -108,7 +118,7 @@ TOOLS_LIMIT = 1_048_576
 def task_tools(env: Any, task: Any) -> list[dict[str, Any]] | None:
     """The environment's tools for ``task`` as the local OpenAI policy offers them (``tool_schemas(task)``), or None
     when it offers none. A ``tool_schemas`` that raises, returns something other than a list of JSON objects or more
-    than :data:`TOOLS_LIMIT` bytes of them is the environment's failure (:func:`hook_failed`)."""
+    than :data:`TOOLS_LIMIT` bytes of them is the environment's failure (:func:`_tools_failed`)."""
     from rewardpipe.episode import call_hook
 
     if not callable(getattr(env, "tool_schemas", None)):
@@ -120,9 +130,9 @@ def task_tools(env: Any, task: Any) -> list[dict[str, Any]] | None:
         listed = [dict(tool) for tool in tools]
         size = payload_size(listed)  # TypeError/ValueError: not JSON
     except Exception as exc:  # the environment's own hook
-        raise hook_failed(env, "tool_schemas", exc) from exc
+        raise _tools_failed(env, exc) from exc
     if size > TOOLS_LIMIT:
-        raise hook_failed(env, "tool_schemas", ValueError(f"the tools are {size} bytes, over {TOOLS_LIMIT}"))
+        raise _tools_failed(env, ValueError(f"the tools are {size} bytes, over {TOOLS_LIMIT}"))
     return listed
 
 
@@ -1205,6 +1215,9 @@ _KIND_BY_STATE = {
     "ScoreStep": "scoring_error",
 }
 _BAD_INPUT_ERRORS = ("ValidationError", "FileNotFoundError", "ValueError")
+# The workflow's own carriers of an episode's failure (a ConversationError, a hook that raised): their message is
+# the one the local run records (the kind already says which party failed), so their class name is not added.
+_LOCAL_WORDING = ("SimulatorError", "PolicyError")
 
 
 def _detail(name: str, cause: Any) -> tuple[str, str, str]:
@@ -1240,7 +1253,10 @@ def describe_failure(error: Any, failed_state: str | None, state: EpisodeState |
     if kind is None:
         kind = _KIND_BY_STATE.get(failed_state or "", "orchestration_error" if state is not None else "start_error")
     where = f"[{failed_state}] " if failed_state else ""
-    message = f"{where}{name}: {detail}" if detail and not detail.startswith(name) else f"{where}{detail or name}"
+    if error_type in _LOCAL_WORDING and message:
+        message = f"{where}{message}"  # the local record's message, after where it failed
+    else:
+        message = f"{where}{name}: {detail}" if detail and not detail.startswith(name) else f"{where}{detail or name}"
     return ErrorInfo(kind=kind, message=clean_text(message[:2000]))  # a cause may echo unencodable input
 
 
@@ -1432,7 +1448,7 @@ def record_failure(
     record is never replaced. An attempt that failed after it scored (its transcript or record not written, its
     answer not sent, its function timed out) is answered with its score and its record written: no error record.
     """
-    from rewardpipe.episode import error_record, failure_record
+    from rewardpipe.episode import error_record, unstarted_record
 
     store = store or open_bucket_store(settings)
     reward, reward_problem = _configured(lambda: settings.reward)
@@ -1462,7 +1478,7 @@ def record_failure(
             task_id = event.task["task_id"]
         elif event.task_key and usable_id(event.task_key.rsplit("/", 1)[-1].removesuffix(".json")):
             task_id = event.task_key.rsplit("/", 1)[-1].removesuffix(".json")
-        record = failure_record(
+        record = unstarted_record(
             run_id=event.run,
             step=event.step,
             group_id=event.group,
@@ -1471,7 +1487,6 @@ def record_failure(
             kind=info.kind,
             message=info.message,
             reward=cast("Reward", reward),
-            metrics={"assistant_turns": 0},
         )
     from rewardpipe.store import record_key
 
