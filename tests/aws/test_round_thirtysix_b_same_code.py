@@ -3,8 +3,9 @@
 The same tasks and recorded turns run through `rewardpipe run --policy replay` (a directory store) and through the
 synthesized state machine in the moto harness (the real handlers in-process, S3 records), configured as the stack
 configures it from cdk.json (stacks.user_code), and the records and transcripts are compared. Only what must differ
-is normalised: the run id, the timing metric, and the ``[<state name>] `` an AWS error message starts with (where an
-operator looks, a published part of the AWS record).
+is normalised: the timing metric, and the ``[<state name>] `` an AWS error message starts with (where an operator
+looks, a published part of the AWS record). The variance-check Lambda, given the same records, reaches the local
+monitor's verdicts and raises its alarms, under the same alarm policy.
 
 Before this round, a user's environment whose ``start()`` or ``execution_job()`` raised was recorded on AWS as
 ``environment 'X': start failed: LookupError: ...`` (no line of the user's code) where the local run records
@@ -57,17 +58,22 @@ def _run_locally(tmp_path: Path, env: str, tasks: list[dict], rollouts: list[dic
     return LocalStore(str(tmp_path / "out"))
 
 
+def _stack_env(env: str) -> dict[str, str]:
+    """What the stack sets on the functions for ``{"environment": env}`` in cdk.json (stacks.user_code)."""
+    from stacks.config import load_settings
+
+    settings = load_settings({"environment": env})
+    code = settings.user_code
+    return {**code.environment_env(), **code.reward_env(settings.reward_weights), **code.components_env()}
+
+
 def _run_on_aws(synth: Any, sfn: Any, env: str, tasks: list[dict], rollouts: list[dict]) -> Any:
     """The state machine, its functions given what the stack sets for ``{"environment": env}`` in cdk.json."""
     import boto3
 
     from rewardpipe.store import S3Store
-    from stacks.config import load_settings
 
-    settings = load_settings({"environment": env})
-    code = settings.user_code
-    function_env = {**code.environment_env(), **code.reward_env(settings.reward_weights), **code.components_env()}
-    deployment = harness.Deployment(synth, function_env={**function_env, "MAX_TURNS": None}).deploy()
+    deployment = harness.Deployment(synth, function_env={**_stack_env(env), "MAX_TURNS": None}).deploy()
     by_id = {t["task_id"]: t for t in tasks}
     arns = []
     for rollout in rollouts:
@@ -173,3 +179,44 @@ def test_a_builtin_environment_scores_the_same_turns_alike_locally_and_on_aws(tm
     tasks, rollouts = _builtin_case(env)
     records = _assert_same(_run_locally(tmp_path, env, tasks, rollouts), _run_on_aws(synth, sfn, env, tasks, rollouts))
     assert records["good"]["status"] == "scored" and records["good"]["aggregate"] > records["silent"]["aggregate"]
+
+
+def test_the_variance_check_judges_and_alarms_as_the_local_monitor_under_the_same_policy(tmp_path, aws, synth):
+    """A scripted wordle run that collapses from step 1, judged by `rewardpipe run`'s monitor and, step by step, by
+    the variance-check Lambda over the same records. The two defaults differ on purpose (docs/monitor.md: the
+    AWS default `alarms.dead_steps` is 3, the CLI's `--consecutive` 1), so the local run is given the stack's."""
+    import boto3
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+    from rewardpipe.store import LocalStore
+
+    lines = (Path(__file__).parents[2] / "rewardpipe" / "data" / "wordle_tasks.jsonl").read_text().splitlines()[:4]
+    (tmp_path / "tasks.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = ["run", "--env", "wordle", "--tasks", str(tmp_path / "tasks.jsonl"), "-k", "4", "--groups-per-step", "4"]
+    args += ["--steps", "4", "--collapse-from-step", "1", "--consecutive", "3", "--max-error-rate", "0.05"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out"), "--run-id", "m", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    local = LocalStore(str(tmp_path / "out"))
+
+    from rewardpipe.store import S3Store
+
+    deployment = harness.Deployment(synth, function_env=_stack_env("wordle")).deploy()
+    remote = S3Store(deployment.bucket, client=boto3.client("s3", region_name=harness.REGION))
+    for record in local.iter_records("m", None):
+        remote.put_record(record)
+    check = next(
+        name for logical, name in deployment.functions.items() if logical.startswith("MonitoringVarianceCheck")
+    )
+    lambdas = boto3.client("lambda", region_name=harness.REGION)
+    aws_alarms = []
+    for step in summary["steps"]:
+        response = lambdas.invoke(FunctionName=check, Payload=json.dumps({"run_id": "m", "step": step["step"]}))
+        assert "FunctionError" not in response
+        (checked,) = json.loads(response["Payload"].read())["results"]
+        assert checked["verdicts"] == {name: c["verdict"] for name, c in step["components"].items()}
+        aws_alarms += [(a["step"], a["component"], a["kind"]) for a in checked["alarms"]]
+    local_alarms = [(a["step"], a["component"], a["kind"]) for a in summary["alarms"]]
+    assert sorted(aws_alarms) == sorted(local_alarms)
+    assert "dead_component" in {kind for _, _, kind in local_alarms}
