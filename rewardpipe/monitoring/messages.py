@@ -123,7 +123,8 @@ def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str
             f"{who} is {value} (its {end}, where the penalty fires) in every rollout of {share}: a penalty that fires "
             f"on every rollout of a group separates none of them"
             + (f"; {rare}" if rare else "")
-            + "; is its condition too broad, or inverted?"
+            # (a known component's own advice names the collapse better than the generic question)
+            + f"; {hint or 'is its condition too broad, or inverted?'}"
         )
     if cause == "constant_at_minimum":
         where = "its minimum" if s["range_known"] else "the lowest value seen at this step"
