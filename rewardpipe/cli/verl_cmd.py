@@ -16,7 +16,9 @@ app.add_typer(verl_app, name="verl")
 
 @verl_app.command("import")
 def import_cmd(
-    dump: Path = typer.Argument(..., help="The directory verl's trainer.rollout_data_dir names (its <step>.jsonl files), or one of its files."),
+    dump: Path = typer.Argument(
+        ..., help="The directory verl's trainer.rollout_data_dir names (its <step>.jsonl files), or one of its files."
+    ),
     out: str = typer.Option(..., "--out", help="The store to write into: a directory or s3://bucket/prefix."),
     run_id: str = typer.Option("verl", "--run-id", help="The run the records are filed under."),
     reward: str | None = typer.Option(
