@@ -362,9 +362,8 @@ def accumulate(
     steps: dict[int, StepAcc] = {}
     run_id: str | None = None
     other_runs: set[str] = set()
-    # (step, group) -> its first scored record's (task, rollout id) and its scored records; a group found holding
-    # another task too moves to ``mixed`` (task -> (first rollout id, scored records)) and is set aside
-    group_task: dict[tuple[int, str], list[Any]] = {}
+    # A group found holding scored records of a task other than its lead's (its first scored rollout, StepAcc.leads)
+    # moves to ``mixed`` (task -> (first rollout id, scored records)) and is set aside
     mixed: dict[tuple[int, str], dict[str, list[Any]]] = {}
     # (step, group) -> {(name, "missing" or "non_finite"): values counted}, to take back if it is set aside
     gaps: dict[tuple[int, str], dict[tuple[str, str], int]] = {}
@@ -379,40 +378,41 @@ def accumulate(
         if acc is None:
             acc = steps[rec.step] = StepAcc()
         acc.records += 1
-        if rec.metrics.get("exec_mode") == "inprocess":
-            acc.inprocess += 1
-        if replaced_user(rec.metrics):
-            acc.user_fallbacks += 1
-        key = (rec.step, rec.group_id)
+        metrics = rec.metrics
+        if metrics:  # (most records carry none: two look-ups saved per record)
+            if metrics.get("exec_mode") == "inprocess":
+                acc.inprocess += 1
+            if replaced_user(metrics):
+                acc.user_fallbacks += 1
+        gid = rec.group_id
+        key = (rec.step, gid)
+        lead: SampledRollout | None = None
         # (an error record's task is left out, as the record is: the Nova bridge files its own as "unknown")
         if rec.status == "scored":
-            if key in mixed:
+            if mixed and key in mixed:
                 _count_task(mixed[key], rec)
                 acc.set_aside_records += 1
                 continue
-            first = group_task.get(key)
-            if first is None:
-                group_task[key] = [rec.task_id, rec.rollout_id, 1]
-            elif first[0] == rec.task_id:
-                first[2] += 1
-            else:
-                mixed[key] = {first[0]: [first[1], first[2]]}
+            lead = acc.leads.get(gid)  # type: ignore[assignment] # this pass stores rollouts, never loaders
+            if lead is not None and lead.task_id != rec.task_id:
+                scored = acc.scored_in_group[gid]
+                mixed[key] = {lead.task_id: [lead.rollout_id, scored]}
                 _count_task(mixed[key], rec)
-                if _set_aside(acc, rec.group_id, first[2] + 1, gaps.pop(key, {})):
+                if _set_aside(acc, gid, scored + 1, gaps.pop(key, {})):
                     lost_slots[rec.step] = lost_slots.get(rec.step, 0) + 1
                 continue
-        elif key in mixed:
+        elif mixed and key in mixed:
             acc.errors += 1
             kind = rec.error.kind if rec.error is not None else "unknown"
             acc.error_kinds[kind] = acc.error_kinds.get(kind, 0) + 1
             continue
-        group = acc.groups.get(rec.group_id)
+        group = acc.groups.get(gid)
         if group is None:
-            group = acc.groups[rec.group_id] = {}
+            group = acc.groups[gid] = {}
             acc.weights.update(rec.weights)
             if len(acc.sample) + lost_slots.get(rec.step, 0) < SAMPLE_GROUPS:
-                acc.sample[rec.group_id] = []
-        sampled = acc.sample.get(rec.group_id)
+                acc.sample[gid] = []
+        sampled = acc.sample.get(gid)
         if sampled is not None:
             sampled.append(SampledRollout(rec))
         if rec.status != "scored":
@@ -420,9 +420,9 @@ def accumulate(
             kind = rec.error.kind if rec.error is not None else "unknown"
             acc.error_kinds[kind] = acc.error_kinds.get(kind, 0) + 1
             continue
-        acc.scored_in_group[rec.group_id] = acc.scored_in_group.get(rec.group_id, 0) + 1
-        if rec.group_id not in acc.leads:
-            acc.leads[rec.group_id] = sampled[-1] if sampled else SampledRollout(rec)
+        acc.scored_in_group[gid] = acc.scored_in_group.get(gid, 0) + 1
+        if lead is None:  # (read above: nothing since changed this group's)
+            acc.leads[gid] = sampled[-1] if sampled else SampledRollout(rec)
         for name, value in (*rec.components.items(), (AGG, rec.aggregate)):
             if value is None:
                 acc.missing[name] = acc.missing.get(name, 0) + 1
