@@ -47,8 +47,9 @@ class _AggregateKey(str):
     def __ne__(self, other: object) -> bool:
         return other is not self
 
-    def __hash__(self) -> int:
-        return object.__hash__(self)
+    # object's own hash, as the C slot: a Python-level __hash__ ran on every look-up of the aggregate in the per-group
+    # dicts, a function call per record
+    __hash__ = object.__hash__
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
         return _aggregate_key, ()  # unpickled (a worker process) as the one key, not a look-alike
