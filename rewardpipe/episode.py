@@ -733,6 +733,8 @@ def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[st
 
         where = user_location(exc)  # the line of the environment's file that raised, as for every other hook
         metrics["env_metrics_error"] = f"{first_line(exc)} (at {where})" if where else first_line(exc)
+        if isinstance(exc, HookTimeout):  # as every path words a hook past its hook_timeout_s
+            metrics["env_metrics_error"] = hook_failure(env, "metrics", exc)
         return metrics
     if not isinstance(extra, Mapping):
         metrics["env_metrics_error"] = f"metrics() returned {type(extra).__name__}, not a dict"
@@ -826,10 +828,16 @@ def error_record(state: EpisodeState, kind: str, message: str, reward: Reward) -
 
 def hook_failure(env: Any, hook: str, exc: BaseException) -> str:
     """The error message of an environment hook that raised: ``environment 'NAME': HOOK() raised TYPE: MESSAGE``
-    (a bare ``KeyError: 'secret'`` did not say which of a user's hooks raised it). An :class:`EpisodeError`
-    already names the environment and the hook: ``TYPE: MESSAGE`` as before."""
+    (a bare ``KeyError: 'secret'`` did not say which of a user's hooks raised it). A hook past ``hook_timeout_s``:
+    ``environment 'NAME': HOOK() did not return within hook_timeout_s=N s ... (HOOK() is at FILE:LINE)``. Any other
+    :class:`EpisodeError` already names the environment and the hook: ``TYPE: MESSAGE`` as before."""
     from rewardpipe.rewards.base import user_location
 
+    if isinstance(exc, HookTimeout):
+        # Its message already reads "environment 'NAME': HOOK() did not return within ...", as a raising hook's
+        # does: the class name before it ("HookTimeout: environment ...") made it the one hook failure worded apart.
+        defined = hook_location(env, exc.hook)
+        return f"{exc} ({exc.hook}() is at {defined})" if defined else str(exc)
     text = f"{type(exc).__name__}: {exc}"
     where = user_location(exc)
     if isinstance(exc, EpisodeError):

@@ -25,6 +25,7 @@ from rewardpipe.episode import (
     ConversationError,
     EnvServices,
     EpisodeError,
+    HookTimeout,
     ReplayMismatch,
     build_record,
     converse,
@@ -390,6 +391,8 @@ def _replay_failure(env: Environment, exc: Exception) -> str:
     stopped (a timeout, a state that is no state), says so as it is; an exception of the user's own hooks, raised
     while the recording was played through them, names the environment and the line of the user's file that
     raised, as ``run``'s simulator_error does (``KeyError: 'secret'`` alone named neither)."""
+    if isinstance(exc, HookTimeout):  # worded as every path words a hook past its hook_timeout_s
+        return hook_failure(env, exc.hook, exc)
     if isinstance(exc, (ReplayMismatch, EpisodeError)):
         return f"{type(exc).__name__}: {exc}"
     return hook_failure(env, "replay", exc)
