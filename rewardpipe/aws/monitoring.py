@@ -420,6 +420,17 @@ class CheckPublisher:
         emit(MetricPoint(**point) for point in entry.metrics)
 
 
+def step_verdicts(report: Any) -> dict[str, Any]:
+    """A checked step's verdicts in its summary: each component's (``verdicts``) and the aggregate reward's
+    (``aggregate_verdict``), as the local monitor's step gives them (``components.<name>.verdict``,
+    ``aggregate.verdict``). The aggregate has a key of its own: any text can be a component's name, "aggregate" too,
+    and the summary had no verdict for it although its alarms include it."""
+    return {
+        "verdicts": {name: stats.verdict for name, stats in report.components.items()},
+        "aggregate_verdict": report.aggregate.verdict,
+    }
+
+
 def _summary(run_id: str, result: Any, left_out: list[str]) -> dict[str, Any]:
     """One checked step's summary; ``left_out``: the component names its metrics were not given for."""
     report = result.steps[0]
@@ -429,7 +440,7 @@ def _summary(run_id: str, result: Any, left_out: list[str]) -> dict[str, Any]:
         "replayed": report.replayed,
         "records": report.records,
         "error_rate": report.error_rate,
-        "verdicts": {name: stats.verdict for name, stats in report.components.items()},
+        **step_verdicts(report),
         "alarms": [a.to_dict() for a in result.alarms],
         "verdict_key": verdict_key(run_id, report.step),
     }
@@ -507,7 +518,7 @@ def _replay(store: Any, run_id: str, step: int, settings: Settings) -> dict[str,
         "step": step,
         "replayed": True,
         "records": result.steps[0].records,
-        "verdicts": {n: s.verdict for n, s in result.steps[0].components.items()},
+        **step_verdicts(result.steps[0]),
         "alarms": [],
         "verdict_key": verdict_key(run_id, step),
         **({"warnings": result.warnings} if result.warnings else {}),
