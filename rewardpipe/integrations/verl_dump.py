@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardpipe.models import MAX_ID_LENGTH, MAX_STEP, id_problem
+
 #: The keys verl writes itself (and a line's rollout-id column): never a component.
 VERL_DUMP_KEYS = frozenset({"input", "output", "gts", "score", "step", "uid", "request_id", "reward"})
 #: rewardpipe's per-sample flag (:func:`rewardpipe.integrations.verl.compute_score`).
@@ -73,7 +75,10 @@ def _number(value: Any) -> float | None:
     """A component's value: a finite number, else None (verl writes NaN as ``NaN``, a missing key as null)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a float's range (json reads 10**400 written out as an int)
+        return None
     return number if math.isfinite(number) else None
 
 
@@ -95,6 +100,28 @@ def _identity(line: Mapping[str, Any], fallback: str) -> tuple[str, str, int, bo
         return uid, fallback, 0, True
     text = line["input"]  # a line with neither is refused before (its group cannot be told)
     return "p" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16], fallback, 0, False
+
+
+def _ids_problem(line: Mapping[str, Any], group_id: str, rollout_id: str) -> str | None:
+    """Why the ids made of a line cannot be ids (what every other input refuses, :data:`rewardpipe.models.InputId`:
+    a terminal escape, a bidi override or a lone surrogate would be printed escaped, so `show` could never be given
+    the id, and two ids could print alike), or None."""
+    for made in (group_id, rollout_id):
+        problem = id_problem(made) or (
+            f"is {len(made)} characters long, at most {MAX_ID_LENGTH}" if len(made) > MAX_ID_LENGTH else None
+        )
+        if problem is not None:
+            return f"uid {str(line.get('uid'))[:60]!a} {problem}"
+    return None
+
+
+def _fallback_rollout(file: Path, lineno: int) -> str:
+    """A rollout id for a line without a uid: the step file's name and the line, or a digest of a name that is no id
+    (a single file given by its path can be named anything)."""
+    stem = file.stem
+    if id_problem(stem) is not None or len(stem) > 200:
+        stem = "f" + hashlib.sha256(file.name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return f"{stem}-l{lineno}"
 
 
 def _has_text(line: Mapping[str, Any], key: str) -> bool:
@@ -143,7 +170,7 @@ def _read_file(file: Path, run_id: str, weights: Mapping[str, float] | None, out
         return
     name_step = STEP_FILE.fullmatch(file.name)
     components: dict[str, None] = {}  # every numeric key of the file, in first-seen order
-    parsed: list[tuple[int, int, dict[str, Any]]] = []
+    parsed: list[tuple[int, tuple[str, str, int, bool], dict[str, Any]]] = []
     for lineno, line, problem in _lines(file):
         if problem is None and not isinstance(line, dict):
             problem = f"a JSON {type(line).__name__}, not an object"
@@ -158,19 +185,25 @@ def _read_file(file: Path, run_id: str, weights: Mapping[str, float] | None, out
                 problem = "no step (a non-negative whole number) and the file is not named <step>.jsonl"
             else:
                 step = int(name_step.group(1))
+        if (
+            problem is None and isinstance(step, int) and step > MAX_STEP
+        ):  # (the store refused it with pydantic's lines, one per rollout)
+            problem = f"step {step} is past the largest a store holds ({MAX_STEP})"
+        identity = None if problem is not None else _identity(line, _fallback_rollout(file, lineno))
+        if identity is not None:
+            problem = _ids_problem(line, identity[0], identity[1])
         if problem is not None:
             out.skipped.append(f"{file}:{lineno}: {problem}")
             continue
-        assert isinstance(line, dict) and isinstance(step, int)
+        assert isinstance(line, dict) and isinstance(step, int) and identity is not None
         for key, value in line.items():
             if key not in VERL_DUMP_KEYS and key != ERROR_FLAG and _component(value) is not None:
                 components.setdefault(key)
-        parsed.append((lineno, step, line))
+        parsed.append((step, identity, line))
     weight_of = {name: float((weights or {}).get(name, 1.0)) for name in components}
     # One line per rollout: a session's last output (the highest index) stands for it, as verl's trainer keeps it.
     latest: dict[tuple[int, str, str], tuple[int, dict[str, Any]]] = {}
-    for lineno, step, line in parsed:
-        group_id, rollout_id, index, by_uid = _identity(line, f"{file.stem}-l{lineno}")
+    for step, (group_id, rollout_id, index, by_uid), line in parsed:
         out.grouped_by_uid = out.grouped_by_uid or by_uid
         key = (step, group_id, rollout_id)
         if key not in latest or index >= latest[key][0]:
