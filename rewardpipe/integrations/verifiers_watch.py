@@ -33,7 +33,11 @@ def _value(value: Any) -> float | None:
     """A component's metric as the monitor reads it: a finite number, else None (NaN: the sample was unscorable)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a float's range (a reward function's own int)
+        return None
+    return number if math.isfinite(number) else None
 
 
 class GroupWatch:
@@ -89,38 +93,54 @@ class GroupWatch:
         the ``StepReport`` when this group completed a step, else None."""
         from rewardpipe.store import transcript_key  # the runner's key: alarm examples point at it
 
+        if not components:  # no rollout to judge: not a group (it would make an empty step)
+            return None
         with self._lock:
             group_id = f"g{self._groups}"
             step = self.step
-            for index, values in enumerate(components):
-                numbers = {name: _value(values.get(name)) for name in weights}
-                failed = any(number is None for number in numbers.values())
-                rollout_id = f"{group_id}-r{index}"
-                self._pending.append(
-                    {
-                        "run_id": self.run_id,
-                        "step": step,
-                        "group_id": group_id,
-                        "rollout_id": rollout_id,
-                        "task_id": group_id,
-                        "status": "error" if failed else "scored",
-                        "error": {"kind": "unscorable", "message": "a component raised or could not compute"}
-                        if failed
-                        else None,
-                        "components": dict.fromkeys(weights) if failed else numbers,
-                        "weights": {name: float(weight) for name, weight in weights.items()},
-                        "aggregate": None
-                        if failed
-                        else sum(float(weights[name]) * float(numbers[name] or 0.0) for name in weights),
-                    }
-                )
+            # the whole group is built before any of it is kept: a rollout that raised half-way left the rollouts
+            # before it pending, and the next group was filed under the same group id
+            records = [self._record(step, group_id, index, values, weights) for index, values in enumerate(components)]
+            self._pending += records
+            for index, record in enumerate(records):
                 if conversations is not None and index < len(conversations):
-                    key = transcript_key(self.run_id, step, group_id, rollout_id)
+                    key = transcript_key(self.run_id, step, group_id, record["rollout_id"])
                     self._transcripts[key] = (step, conversations[index])
             self._groups += 1
             if self._groups < self.groups_per_step:
                 return None
             return self._judge()
+
+    def _record(
+        self, step: int, group_id: str, index: int, values: Any, weights: Mapping[str, float]
+    ) -> dict[str, Any]:
+        """One rollout's record: an error record when a component is missing or no finite number, or when the
+        weighted sum is none (:func:`rewardpipe.models.checked_score`, as every record's score)."""
+        from rewardpipe.models import checked_score
+
+        weight_of = {name: float(weight) for name, weight in weights.items()}
+        numbers = {name: _value(values.get(name)) if isinstance(values, Mapping) else None for name in weights}
+        failed = any(number is None for number in numbers.values())
+        error: dict[str, Any] | None = None
+        aggregate = None
+        if failed:
+            error = {"kind": "unscorable", "message": "a component raised or could not compute"}
+        else:
+            total = sum(weight_of[name] * float(number or 0.0) for name, number in numbers.items())
+            numbers, aggregate, checked = checked_score(numbers, weight_of, total, None)
+            error = None if checked is None else checked.model_dump(exclude_none=True)
+        return {
+            "run_id": self.run_id,
+            "step": step,
+            "group_id": group_id,
+            "rollout_id": f"{group_id}-r{index}",
+            "task_id": group_id,
+            "status": "scored" if error is None else "error",
+            "error": error,
+            "components": dict.fromkeys(weights) if failed else numbers,
+            "weights": weight_of,
+            "aggregate": aggregate,
+        }
 
     def flush(self) -> Any:
         """Judge the groups not yet judged (the end of a run) as a step; None when there are none."""
@@ -177,30 +197,32 @@ class GroupWatch:
         from rewardpipe.transcripts import RolloutTranscript
 
         lost: list[str] = []
-        try:
-            for record in records:
+        refused: list[str] = []  # one line for the step's refused records (a full disk refuses every one)
+        for record in records:
+            try:  # a record the store refuses loses itself only, never the step's records after it
                 self.store.put_record(Record.model_validate(record))
-                ids = {k: record[k] for k in ("run_id", "step", "group_id", "rollout_id", "task_id")}
-                key = transcript_key(self.run_id, record["step"], record["group_id"], record["rollout_id"])
-                kept = self._transcripts.get(key)
-                if kept is None:
-                    continue
-                transcript = {
-                    **ids,
-                    "messages": kept[1],
-                    "verdict": {"status": "not_executed", "reason": "a verifiers rollout"},
-                    "status": record["status"],
-                    "components": record["components"],
-                    "aggregate": record["aggregate"],
-                }
-                try:  # a conversation that is no transcript (a message part of its own kind) loses itself only
-                    valid = RolloutTranscript.model_validate(transcript)
-                except ValueError as exc:
-                    lost.append(f"transcript of {record['rollout_id']}: {type(exc).__name__}: {exc}")
-                    continue
-                self.store.put_transcript(valid)
-        except Exception as exc:  # noqa: BLE001 - reported, scoring goes on
-            lost.append(f"records: {type(exc).__name__}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - reported, scoring goes on
+                refused.append(f"{record['rollout_id']}: {type(exc).__name__}: {exc}")
+                continue
+            ids = {k: record[k] for k in ("run_id", "step", "group_id", "rollout_id", "task_id")}
+            key = transcript_key(self.run_id, record["step"], record["group_id"], record["rollout_id"])
+            kept = self._transcripts.get(key)
+            if kept is None:
+                continue
+            transcript = {
+                **ids,
+                "messages": kept[1],
+                "verdict": {"status": "not_executed", "reason": "a verifiers rollout"},
+                "status": record["status"],
+                "components": record["components"],
+                "aggregate": record["aggregate"],
+            }
+            try:  # a conversation that is no transcript (a message part of its own kind) loses itself only
+                self.store.put_transcript(RolloutTranscript.model_validate(transcript))
+            except Exception as exc:  # noqa: BLE001 - reported, scoring goes on
+                lost.append(f"transcript of {record['rollout_id']}: {type(exc).__name__}: {exc}")
+        if refused:
+            lost.insert(0, f"records: {len(refused)} of {len(records)}, the first {refused[0]}")
         lost += [
             f"alarm: {failure.error}" for failure in dispatch(result.alarms, [StoreAlarmSink(self.store, self.run_id)])
         ]
