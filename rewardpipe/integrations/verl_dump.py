@@ -259,31 +259,45 @@ def import_rollout_dump(
     left as it is (``already_stored``), so importing a growing dump again adds its new steps; ``again`` writes
     every step again (the same keys). Returns what was read, without the records (``count``, ``steps``)."""
     from rewardpipe.models import Record
-    from rewardpipe.store import run_id_problem
+    from rewardpipe.store import record_key, run_id_problem, step_prefix
     from rewardpipe.transcripts import RolloutTranscript
 
     problem = run_id_problem(run_id)
     if problem is not None:  # every rollout would be refused, one message each
         raise ValueError(problem)
     stored = set() if again or run_id not in store.list_runs() else set(store.list_steps(run_id))
+    # The newest step the run holds is read again: verl writes a step file line by line through a buffer flushed
+    # between lines, so a file imported mid-write most often ended in a newline (whole lines, not all of them) and,
+    # held by the run, was never completed. Its rollouts not stored yet are added; none: it is already stored.
+    newest = max(stored, default=None)
     summary = DumpRead()
     for file in dump_files(path):
         name_step = STEP_FILE.fullmatch(file.name)
-        if name_step is not None and int(name_step.group(1)) in stored:
-            summary.already_stored.append(int(name_step.group(1)))
+        file_step = -1 if name_step is None else int(name_step.group(1))  # (-1: a file named otherwise, never held)
+        if file_step in stored and file_step != newest:
+            summary.already_stored.append(file_step)
             continue
+        held = set(store.list_keys(step_prefix(run_id, file_step))) if file_step in stored else set()
         read = DumpRead()
         _read_file(file, run_id, weights, read)
-        summary.skipped += read.skipped
-        summary.grouped_by_uid = summary.grouped_by_uid or read.grouped_by_uid
-        summary.components.update(read.components)
+        before = summary.count
+        skipped: list[str] = []
         for record, transcript in zip(read.records, read.transcripts, strict=True):
             try:  # a rollout the store refuses loses itself only
-                store.put_record(Record.model_validate(record))
+                valid = Record.model_validate(record)
+                if record_key(valid) in held:
+                    continue  # written by an earlier import, from the same line
+                store.put_record(valid)
                 store.put_transcript(RolloutTranscript.model_validate(transcript))
             except ValueError as exc:
-                summary.skipped.append(f"step {record['step']} rollout {record['rollout_id'][:80]!r}: {exc}")
+                skipped.append(f"step {record['step']} rollout {record['rollout_id'][:80]!r}: {exc}")
                 continue
             summary.count += 1
             summary.steps.add(record["step"])
+        if held and summary.count == before and not skipped:
+            summary.already_stored.append(file_step)
+            continue  # (its unreadable lines were named when it was imported)
+        summary.skipped += read.skipped + skipped
+        summary.grouped_by_uid = summary.grouped_by_uid or read.grouped_by_uid
+        summary.components.update(read.components)
     return summary

@@ -73,3 +73,19 @@ def test_a_step_beyond_the_largest_is_named_in_one_line(tmp_path):
     read = read_rollout_dump(_dump(tmp_path, [_line("a_0_0"), _line("b_0_0", step=MAX_STEP + 1)]))
     assert len(read.records) == 1 and len(read.skipped) == 1
     assert ":2: step" in read.skipped[0] and "\n" not in read.skipped[0] and "pydantic" not in read.skipped[0]
+
+
+def test_a_step_imported_while_verl_was_still_writing_it_is_completed_by_the_next_import(tmp_path):
+    """verl writes a step file line by line through a buffer that is flushed between lines: a file caught mid-write
+    most often ends in a newline, so it was imported on part of its rollouts and, held by the run, never again."""
+    lines = [_line(f"g{g}_{k}_0", acc=float(k % 2)) for g in range(3) for k in range(4)]
+    folder = _dump(tmp_path, lines[:5])  # caught after its fifth line
+    store = LocalStore(tmp_path / "store")
+    assert import_rollout_dump(folder, store, "run").count == 5
+    _dump(tmp_path, lines)  # verl finished the step
+    _dump(tmp_path, [_line(f"h_{k}_0", step=2) for k in range(2)], name="2.jsonl")
+    again = import_rollout_dump(folder, store, "run")
+    assert again.steps == {1, 2} and again.count == 7 + 2 and again.already_stored == []
+    assert sum(record.step == 1 for record in store.iter_records("run")) == 12
+    third = import_rollout_dump(folder, store, "run")  # nothing new: both steps held whole
+    assert third.count == 0 and third.already_stored == [1, 2] and not third.skipped
