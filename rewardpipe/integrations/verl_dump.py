@@ -259,7 +259,7 @@ def import_rollout_dump(
     left as it is (``already_stored``), so importing a growing dump again adds its new steps; ``again`` writes
     every step again (the same keys). Returns what was read, without the records (``count``, ``steps``)."""
     from rewardpipe.models import Record
-    from rewardpipe.store import record_key, run_id_problem, step_prefix
+    from rewardpipe.store import record_key, rollout_key, run_id_problem, step_prefix
     from rewardpipe.transcripts import RolloutTranscript
 
     problem = run_id_problem(run_id)
@@ -280,6 +280,15 @@ def import_rollout_dump(
         held = set(store.list_keys(step_prefix(run_id, file_step))) if file_step in stored else set()
         read = DumpRead()
         _read_file(file, run_id, weights, read)
+        if held and not held <= {rollout_key(run_id, r["step"], r["group_id"], r["rollout_id"]) for r in read.records}:
+            # Not grown but rewritten (verl resumed from an earlier checkpoint writes the step again, other uids):
+            # added to what the run holds, the step would be two batches' rollouts judged as one.
+            summary.already_stored.append(file_step)
+            summary.skipped.append(
+                f"{file}: no longer holds every rollout run '{run_id}' has of step {file_step} (rewritten by a "
+                f"resumed run?): left as the run holds it; import into another --run-id to judge the new one"
+            )
+            continue
         before = summary.count
         skipped: list[str] = []
         for record, transcript in zip(read.records, read.transcripts, strict=True):

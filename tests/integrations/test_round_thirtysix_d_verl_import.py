@@ -89,3 +89,15 @@ def test_a_step_imported_while_verl_was_still_writing_it_is_completed_by_the_nex
     assert sum(record.step == 1 for record in store.iter_records("run")) == 12
     third = import_rollout_dump(folder, store, "run")  # nothing new: both steps held whole
     assert third.count == 0 and third.already_stored == [1, 2] and not third.skipped
+
+
+def test_a_held_step_rewritten_by_a_resumed_run_is_not_mixed_into_it(tmp_path):
+    """Read again to complete it, a step verl wrote anew (resumed from an earlier checkpoint: other uids) would have
+    been added to the rollouts the run holds: two batches judged as one step."""
+    store = LocalStore(tmp_path / "store")
+    folder = _dump(tmp_path, [_line(f"old{g}_{k}_0") for g in range(2) for k in range(2)])
+    assert import_rollout_dump(folder, store, "run").count == 4
+    _dump(tmp_path, [_line(f"new{g}_{k}_0") for g in range(2) for k in range(2)])
+    again = import_rollout_dump(folder, store, "run")
+    assert again.count == 0 and again.already_stored == [1] and "rewritten" in again.skipped[0]
+    assert {record.group_id for record in store.iter_records("run")} == {"old0", "old1"}
