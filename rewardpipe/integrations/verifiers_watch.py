@@ -27,6 +27,11 @@ logger = logging.getLogger("rewardpipe.verifiers")
 
 #: How many steps' transcripts a watch keeps for its alarms' examples.
 KEPT_STEPS = 4
+#: A kept conversation's bounds, as the TRL callback's transcripts: each message's text, and the first message with
+#: the last ones. The model's text (a tool's output in it) may be any length, and a watch holds KEPT_STEPS steps of
+#: every rollout's conversation, then stores them.
+KEPT_MESSAGE_CHARS = 4000
+KEPT_MESSAGES = 32
 
 
 def _value(value: Any) -> float | None:
@@ -38,6 +43,35 @@ def _value(value: Any) -> float | None:
     except OverflowError:  # an integer past a float's range (a reward function's own int)
         return None
     return number if math.isfinite(number) else None
+
+
+def _bounded(conversation: Any) -> Any:
+    """``conversation`` with each message's text cut to KEPT_MESSAGE_CHARS (a text part's too) and, past KEPT_MESSAGES
+    messages, its first and last ones; anything that is no list of messages as it is (its transcript is refused
+    when stored, and loses itself only)."""
+    from rewardpipe.models import cut_text
+
+    if not isinstance(conversation, list):
+        return conversation
+    if len(conversation) > KEPT_MESSAGES:
+        conversation = [conversation[0], *conversation[1 - KEPT_MESSAGES :]]
+    return [_bounded_message(message, cut_text) for message in conversation]
+
+
+def _bounded_message(message: Any, cut: Any) -> Any:
+    if not isinstance(message, Mapping):
+        return message
+    content = message.get("content")
+    if isinstance(content, str):
+        content = cut(content, KEPT_MESSAGE_CHARS)
+    elif isinstance(content, list):
+        content = [
+            {**part, "text": cut(part["text"], KEPT_MESSAGE_CHARS)}
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+            else part
+            for part in content[:KEPT_MESSAGES]
+        ]
+    return {**message, "content": content}
 
 
 class GroupWatch:
@@ -105,7 +139,7 @@ class GroupWatch:
             for index, record in enumerate(records):
                 if conversations is not None and index < len(conversations):
                     key = transcript_key(self.run_id, step, group_id, record["rollout_id"])
-                    self._transcripts[key] = (step, conversations[index])
+                    self._transcripts[key] = (step, _bounded(conversations[index]))
             self._groups += 1
             if self._groups < self.groups_per_step:
                 return None
@@ -240,7 +274,7 @@ class GroupWatch:
         shown = ""
         if examples:
             conversation = self.transcript(examples[0]) or []
-            last = conversation[-1].get("content") if conversation else None
+            last = conversation[-1].get("content") if conversation and isinstance(conversation[-1], Mapping) else None
             shown = f"; example {examples[0].get('rollout_id')}: {examples[0].get('reason')}"
             if isinstance(last, str):
                 shown += f", its completion: {last[:200]!r}"

@@ -66,3 +66,28 @@ def test_a_record_the_store_refuses_loses_itself_only(tmp_path):
     watch.add_group([{"a": 1.0}, {"a": 0.0}, {"a": 1.0}], WEIGHTS)
     assert sorted(record.rollout_id for record in store.iter_records("vf")) == ["g0-r1", "g0-r2"]
     assert len(watch.failures) == 1 and "1 of 3" in watch.failures[0] and "refused" in watch.failures[0]
+
+
+def test_a_kept_conversation_is_bounded_as_the_trl_callbacks_transcripts():
+    """A watch holds every rollout's conversation for KEPT_STEPS steps, then stores it: a completion (or a tool's
+    output) of any length was held and written whole."""
+    from rewardpipe.integrations.verifiers_watch import KEPT_MESSAGE_CHARS, KEPT_MESSAGES
+
+    long = [{"role": "user", "content": "task"}] + [
+        {"role": "assistant", "content": [{"type": "text", "text": "x" * 10**6}]},
+        {"role": "tool", "content": "y" * 10**6, "tool_call_id": "c1"},
+    ] * KEPT_MESSAGES
+    watch = GroupWatch(groups_per_step=2)
+    watch.add_group([{"a": 1.0}], WEIGHTS, [long])
+    (kept,) = [conversation for _, conversation in watch._transcripts.values()]
+    assert len(kept) == KEPT_MESSAGES and kept[0] == long[0] and kept[-1]["tool_call_id"] == "c1"
+    assert len(kept[-1]["content"]) <= KEPT_MESSAGE_CHARS and len(kept[-2]["content"][0]["text"]) <= KEPT_MESSAGE_CHARS
+
+
+def test_an_alarm_whose_example_conversation_is_no_list_of_messages_is_logged_and_the_step_reported():
+    """Its log line read the last message's content with .get: a conversation of strings raised inside the judgement,
+    after the monitor state had moved on, and the step's report and its other alarms were lost."""
+    watch = GroupWatch(groups_per_step=4)
+    for _ in range(4):
+        report = watch.add_group([{"a": 1.0}, {"a": 1.0}], WEIGHTS, [["just text"], ["more"]])
+    assert report is not None and watch.reports and watch.alarms
