@@ -35,7 +35,7 @@ VERL_DUMP_KEYS = frozenset({"input", "output", "gts", "score", "step", "uid", "r
 #: rewardpipe's per-sample flag (:func:`rewardpipe.integrations.verl.compute_score`).
 ERROR_FLAG = "reward_error"
 #: verl's dump file of one step: ``<global_steps>.jsonl``.
-STEP_FILE = re.compile(r"(\d+)\.jsonl")
+STEP_FILE = re.compile(r"([0-9]+)\.jsonl")  # ASCII digits (\d is every script's)
 #: verl 0.9.1's v1 key of a rollout: ``{uid}_{session_id}_{index}``.
 _V1_KEY = re.compile(r"(.+)_(\d+)_(\d+)")
 

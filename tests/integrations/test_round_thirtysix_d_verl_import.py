@@ -101,3 +101,13 @@ def test_a_held_step_rewritten_by_a_resumed_run_is_not_mixed_into_it(tmp_path):
     again = import_rollout_dump(folder, store, "run")
     assert again.count == 0 and again.already_stored == [1] and "rewritten" in again.skipped[0]
     assert {record.group_id for record in store.iter_records("run")} == {"old0", "old1"}
+
+
+def test_only_ascii_digits_name_a_step_file(tmp_path):
+    """``\\d`` matched any script's digits: "١.jsonl" (an Arabic-Indic one) or a full-width "１.jsonl" was read as step
+    1 beside verl's own 1.jsonl, its lines filed in that step under other rollout ids."""
+    folder = _dump(tmp_path, [_line(None, step=None)])  # type: ignore[arg-type]
+    (folder / "\u0661.jsonl").write_text(_line(None) + "\n")
+    (folder / "\uff11.jsonl").write_text(_line(None) + "\n")
+    read = read_rollout_dump(folder)
+    assert [record["rollout_id"] for record in read.records] == ["1-l1"]
