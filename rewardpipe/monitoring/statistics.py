@@ -84,6 +84,115 @@ class SampledRollout:
         self.error = rec.error
 
 
+#: The metrics an alarm example's reason reads (rewardpipe.monitoring.examples: _execution_reason, _behaviour,
+#: _gate_progress): the only ones a group's lead keeps beyond the sample.
+EXAMPLE_METRICS = (
+    "assistant_turns",
+    "committed",
+    "exec_reason",
+    "exec_status",
+    "questions",
+    "tests_passed",
+    "tests_total",
+)
+
+
+class Leads:
+    """Each group's first scored rollout (:attr:`StepAcc.leads`), as little as an alarm example needs of it.
+
+    A :class:`SampledRollout` per group held the record's components and metrics dicts, its float objects and
+    strings: about 800 bytes a group, a third of the streaming monitor's memory (round thirty-six, fourth wave).
+    A lead added with :meth:`add` keeps its rollout id, its task id (one string per task), its component names
+    (one tuple per distinct set), its aggregate and component values as 8-byte floats in one array, and only the
+    metrics an example reads (:data:`EXAMPLE_METRICS`); :meth:`get` rebuilds an equal :class:`SampledRollout`.
+    A lead whose values are not all floats (a None, an int a caller built by hand) or that carries an error is
+    kept whole, as is a sampled group's (already held) or a loader (the columnar readers read a record only when
+    asked), stored with ``leads[group] = ...``.
+    """
+
+    __slots__ = ("_at", "_metrics", "_names", "_rollout_ids", "_shared", "_starts", "_task_ids", "_values")
+
+    def __init__(self) -> None:
+        # group -> its row in the arrays below, or a whole rollout, or a loader of one (first added first)
+        self._at: dict[GroupKey, int | SampledRollout | Callable[[], SampledRollout]] = {}
+        self._rollout_ids: list[str] = []
+        self._task_ids: list[str] = []
+        self._names: list[tuple[str, ...]] = []
+        self._metrics: list[dict[str, Any] | None] = []
+        self._starts = array("q")  # where a row's values start in _values: its aggregate, then its components
+        self._values = array("d")
+        self._shared: dict[Any, Any] = {}  # one copy of each task id and each tuple of component names
+
+    def add(self, rec: Record) -> None:
+        """Keep ``rec`` (a scored record) as its group's lead, compactly when its values are all floats."""
+        components, aggregate = rec.components, rec.aggregate
+        if (
+            rec.error is not None
+            or type(aggregate) is not float
+            or any(type(v) is not float for v in components.values())
+        ):
+            self._at[rec.group_id] = SampledRollout(rec)
+            return
+        self._at[rec.group_id] = len(self._rollout_ids)
+        self._rollout_ids.append(rec.rollout_id)
+        self._task_ids.append(self._shared.setdefault(rec.task_id, rec.task_id))
+        names = tuple(components)
+        self._names.append(self._shared.setdefault(names, names))
+        metrics = rec.metrics
+        kept = {key: metrics[key] for key in EXAMPLE_METRICS if key in metrics} if metrics else None
+        self._metrics.append(kept or None)
+        self._starts.append(len(self._values))
+        self._values.append(aggregate)
+        self._values.extend(components.values())  # type: ignore[arg-type] # (each a float: checked above)
+
+    def __setitem__(self, group: GroupKey, lead: SampledRollout | Callable[[], SampledRollout]) -> None:
+        self._at[group] = lead
+
+    def __iter__(self) -> Iterator[GroupKey]:
+        return iter(self._at)
+
+    def __contains__(self, group: object) -> bool:
+        return group in self._at
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def pop(self, group: GroupKey) -> None:
+        self._at.pop(group, None)
+
+    def task_and_rollout(self, group: GroupKey) -> tuple[str, str] | None:
+        """The task id and rollout id of ``group``'s lead (None without one), without rebuilding it."""
+        at = self._at.get(group)
+        if at is None:
+            return None
+        if isinstance(at, int):
+            return self._task_ids[at], self._rollout_ids[at]
+        lead = self.get(group)
+        return (lead.task_id, lead.rollout_id) if lead is not None else None
+
+    def get(self, group: GroupKey) -> SampledRollout | None:
+        """The lead of ``group`` (None without one); a loader is called once and its rollout kept."""
+        at = self._at.get(group)
+        if at is None or isinstance(at, SampledRollout):
+            return at
+        if not isinstance(at, int):
+            self._at[group] = loaded = at()
+            return loaded
+        start = self._starts[at]
+        names = self._names[at]
+        values = self._values[start : start + 1 + len(names)]
+        lead = SampledRollout.__new__(SampledRollout)
+        lead.rollout_id = self._rollout_ids[at]
+        lead.group_id = group  # type: ignore[assignment] # (add keys a row by its record's group id)
+        lead.task_id = self._task_ids[at]
+        lead.status = "scored"
+        lead.aggregate = values[0]
+        lead.components = dict(zip(names, values[1:], strict=True))
+        lead.metrics = dict(self._metrics[at] or {})
+        lead.error = None
+        return lead
+
+
 @dataclass
 class GroupTable:
     """One component's six numbers for every group of a step, in the step's group order (first seen first).
@@ -162,7 +271,8 @@ class StepAcc:
         # record only when asked). The sample is the first groups only: an alarm on a component that those groups
         # do not show constant (another task's groups, the few that still vary) took its examples from here, or
         # had none (round thirty-six); one rollout a group keeps memory growing with groups, not records.
-        self.leads: dict[GroupKey, SampledRollout | Callable[[], SampledRollout]] = {}
+        # (kept compactly: :class:`Leads`).
+        self.leads = Leads()
         self.table: dict[str, GroupTable] = {}  # component (and AGG) -> per-group numbers, set by freeze()
         # group_id -> its scored rollouts while reading; after :meth:`freeze`, ``rollouts`` holds them in group
         # order (what a component's count of values is compared with: a value in 1 of 4 rollouts is no comparison)
@@ -175,11 +285,7 @@ class StepAcc:
 
     def lead(self, group: GroupKey) -> SampledRollout | None:
         """The first scored rollout of ``group`` (None when it has none, or was set aside)."""
-        lead = self.leads.get(group)
-        if lead is None or isinstance(lead, SampledRollout):
-            return lead
-        self.leads[group] = loaded = lead()
-        return loaded
+        return self.leads.get(group)
 
     def drop_components(self, names: list[str]) -> None:
         """Leave ``names`` out of this step (before :meth:`freeze` or after): no figure, verdict or alarm of theirs."""
@@ -387,17 +493,17 @@ def accumulate(
                 acc.user_fallbacks += 1
         gid = rec.group_id
         key = (rec.step, gid)
-        lead: SampledRollout | None = None
+        lead: tuple[str, str] | None = None  # the task id and rollout id of the group's lead
         # (an error record's task is left out, as the record is: the Nova bridge files its own as "unknown")
         if rec.status == "scored":
             if mixed and key in mixed:
                 _count_task(mixed[key], rec)
                 acc.set_aside_records += 1
                 continue
-            lead = acc.leads.get(gid)  # type: ignore[assignment] # this pass stores rollouts, never loaders
-            if lead is not None and lead.task_id != rec.task_id:
+            lead = acc.leads.task_and_rollout(gid)
+            if lead is not None and lead[0] != rec.task_id:
                 scored = acc.scored_in_group[gid]
-                mixed[key] = {lead.task_id: [lead.rollout_id, scored]}
+                mixed[key] = {lead[0]: [lead[1], scored]}
                 _count_task(mixed[key], rec)
                 if _set_aside(acc, gid, scored + 1, gaps.pop(key, {})):
                     lost_slots[rec.step] = lost_slots.get(rec.step, 0) + 1
@@ -423,7 +529,10 @@ def accumulate(
             continue
         acc.scored_in_group[gid] = acc.scored_in_group.get(gid, 0) + 1
         if lead is None:  # (read above: nothing since changed this group's)
-            acc.leads[gid] = sampled[-1] if sampled else SampledRollout(rec)
+            if sampled:
+                acc.leads[gid] = sampled[-1]  # (held by the sample already)
+            else:
+                acc.leads.add(rec)
         for name, value in (*rec.components.items(), (AGG, rec.aggregate)):
             if value is None:
                 acc.missing[name] = acc.missing.get(name, 0) + 1
@@ -471,7 +580,7 @@ def _set_aside(acc: StepAcc, group: str, records: int, gaps: Mapping[tuple[str, 
     (which stays used, as the columnar reader counts it)."""
     acc.groups.pop(group, None)
     acc.scored_in_group.pop(group, None)
-    acc.leads.pop(group, None)
+    acc.leads.pop(group)
     acc.set_aside_records += records
     for (name, kind), count in gaps.items():
         counts = acc.missing if kind == "missing" else acc.non_finite
