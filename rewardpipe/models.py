@@ -452,6 +452,18 @@ def cut_text(value: str, limit: int) -> str:
     return value[: max(limit - len(note), 0)] + note
 
 
+#: The bounds of the transcripts a trainer integration keeps of what it saw (the TRL callback's, a verifiers
+#: GroupWatch's): the model's text may be any length, so each message's text is cut to this many characters, and a
+#: longer conversation keeps its first message (the task) with the last ones, this many in all.
+TRAINER_TRANSCRIPT_MESSAGE_CHARS = 4000
+TRAINER_TRANSCRIPT_MESSAGES = 32
+
+
+def first_and_last(messages: list[Any], keep: int) -> list[Any]:
+    """``messages`` when at most ``keep``; else the first one with the last ``keep - 1``."""
+    return messages if len(messages) <= keep else [messages[0], *messages[1 - keep :]]
+
+
 def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue], str | None]:
     """``values`` (what a reward's diagnostics or an environment's ``metrics()`` returned) as a record's
     metrics, and a note naming what was left out (None when nothing was).

@@ -41,11 +41,14 @@ from typing import Any, cast
 from rewardpipe.models import (
     MAX_SCORE_MAGNITUDE,
     MAX_TASK_ID_LENGTH,
+    TRAINER_TRANSCRIPT_MESSAGE_CHARS,
+    TRAINER_TRANSCRIPT_MESSAGES,
     ErrorInfo,
     Message,
     chat_role,
     content_to_text,
     cut_text,
+    first_and_last,
     id_problem,
     non_finite_error,
     nova_fields,
@@ -598,8 +601,8 @@ ERROR_MESSAGE_CHARS = 2000
 #: ``verdict``), which the callback stores beside its record so an alarm's example rollouts can be opened. Bounded:
 #: every process sends its rows to the main one, and the model's text may be any length.
 TRANSCRIPT = "transcript"
-TRANSCRIPT_MESSAGE_CHARS = 4000
-TRANSCRIPT_MESSAGES = 32
+TRANSCRIPT_MESSAGE_CHARS = TRAINER_TRANSCRIPT_MESSAGE_CHARS
+TRANSCRIPT_MESSAGES = TRAINER_TRANSCRIPT_MESSAGES
 #: What a single-turn completion's transcript says of execution: the callback sees the components, not the sandbox's.
 COMPLETION_VERDICT = {
     "status": "not_executed",
@@ -623,7 +626,7 @@ def transcript_messages(messages: Iterable[Any]) -> list[dict[str, str]]:
             continue
         if role is not None:
             kept.append({"role": role, "content": cut_text(text, TRANSCRIPT_MESSAGE_CHARS)})
-    return kept if len(kept) <= TRANSCRIPT_MESSAGES else [kept[0], *kept[1 - TRANSCRIPT_MESSAGES :]]
+    return first_and_last(kept, TRANSCRIPT_MESSAGES)
 
 
 def completion_transcript(prompt: Any, completion: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
+from rewardpipe.models import TRAINER_TRANSCRIPT_MESSAGE_CHARS, TRAINER_TRANSCRIPT_MESSAGES, cut_text, first_and_last
 from rewardpipe.safe_text import printable
 
 logger = logging.getLogger("rewardpipe.verifiers")
@@ -30,8 +31,8 @@ KEPT_STEPS = 4
 #: A kept conversation's bounds, as the TRL callback's transcripts: each message's text, and the first message with
 #: the last ones. The model's text (a tool's output in it) may be any length, and a watch holds KEPT_STEPS steps of
 #: every rollout's conversation, then stores them.
-KEPT_MESSAGE_CHARS = 4000
-KEPT_MESSAGES = 32
+KEPT_MESSAGE_CHARS = TRAINER_TRANSCRIPT_MESSAGE_CHARS
+KEPT_MESSAGES = TRAINER_TRANSCRIPT_MESSAGES
 
 
 def _value(value: Any) -> float | None:
@@ -49,24 +50,20 @@ def _bounded(conversation: Any) -> Any:
     """``conversation`` with each message's text cut to KEPT_MESSAGE_CHARS (a text part's too) and, past KEPT_MESSAGES
     messages, its first and last ones; anything that is no list of messages as it is (its transcript is refused
     when stored, and loses itself only)."""
-    from rewardpipe.models import cut_text
-
     if not isinstance(conversation, list):
         return conversation
-    if len(conversation) > KEPT_MESSAGES:
-        conversation = [conversation[0], *conversation[1 - KEPT_MESSAGES :]]
-    return [_bounded_message(message, cut_text) for message in conversation]
+    return [_bounded_message(message) for message in first_and_last(conversation, KEPT_MESSAGES)]
 
 
-def _bounded_message(message: Any, cut: Any) -> Any:
+def _bounded_message(message: Any) -> Any:
     if not isinstance(message, Mapping):
         return message
     content = message.get("content")
     if isinstance(content, str):
-        content = cut(content, KEPT_MESSAGE_CHARS)
+        content = cut_text(content, KEPT_MESSAGE_CHARS)
     elif isinstance(content, list):
         content = [
-            {**part, "text": cut(part["text"], KEPT_MESSAGE_CHARS)}
+            {**part, "text": cut_text(part["text"], KEPT_MESSAGE_CHARS)}
             if isinstance(part, Mapping) and isinstance(part.get("text"), str)
             else part
             for part in content[:KEPT_MESSAGES]
