@@ -508,9 +508,11 @@ def _hook_failed(env: Any, hook: str, exc: BaseException) -> str:
     user's file that raised (or, for the platform's word on what the hook did, where the hook is defined), as a run's
     error record names it. Without it, doctor said a user's start(), execution_job(), scenarios(),
     transcript_fields(), replay() or check_task() failed and not where, though the run's record of it did."""
-    from rewardpipe.episode import EpisodeError, hook_location
+    from rewardpipe.episode import EpisodeError, HookTimeout, hook_failure, hook_location
     from rewardpipe.rewards.base import user_location
 
+    if isinstance(exc, HookTimeout):  # worded as a run's record words the same hang, not after the class name
+        return hook_failure(getattr(env, "_doctor_env", env), hook, exc)
     text = f"{type(exc).__name__}: {exc}"
     where = user_location(exc)
     if where is not None:
