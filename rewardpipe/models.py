@@ -712,21 +712,24 @@ def decode_lines(raw_lines: Iterable[bytes], source: str) -> Iterator[str]:
         yield decode_line(raw, lineno, f"{source}:{lineno}")
 
 
-def open_input(path: str | Path) -> IO[bytes]:
+def open_input(path: str | Path, *, follow_links: bool = True, pipes: bool = True) -> IO[bytes]:
     """``path`` opened for binary reading, if it is something a command can read to its end.
 
     A regular file, or a pipe (``<(...)``, ``/dev/stdin``, a named FIFO): a FIFO nobody writes to reads
     as empty instead of blocking the command forever (it is opened non-blocking, then set back to
     blocking for the reads). A directory raises :class:`IsADirectoryError`; a device or socket
     (``/dev/zero`` never ends) raises :class:`InputFileError`. Other opening errors propagate (OSError).
+    ``follow_links=False``: a symbolic link is not followed (an OSError); ``pipes=False``: a regular file only.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-            raise InputFileError(f"{path}: not a regular file or a pipe, so it cannot be read as input")
+        if not (stat.S_ISREG(mode) or (pipes and stat.S_ISFIFO(mode))):
+            what = "a regular file or a pipe" if pipes else "a regular file"
+            raise InputFileError(f"{path}: not {what}, so it cannot be read as input")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:

@@ -15,6 +15,12 @@ and ``step``. What else a line holds depends on the trainer:
 Every numeric key other than verl's own is a component; ``reward_error`` = 1 (rewardpipe's flag for a sample that
 could not be scored, which verl trained on as ``error_reward``) makes the line an error record, never a score.
 A line that is not a JSON object with a numeric ``score`` is named and skipped (one bad line never costs the rest).
+
+Every field of a line is the trainer's, the model's or the reward's (the reward's extra info replaces any column of
+verl's own it shares a name with, ``step`` included), and the dump directory is whatever is on disk: a line is
+read to at most :data:`MAX_DUMP_LINE_BYTES`, a line of a ``<step>.jsonl`` file is filed in that step whatever its
+``step`` says, a key is a component only under a component's name, a transcript's text is cut as the other
+trainer integrations cut theirs, and no symbolic link in the dump is followed.
 """
 
 from __future__ import annotations
@@ -22,13 +28,24 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from rewardpipe.models import MAX_ID_LENGTH, MAX_STEP, id_problem
+from rewardpipe.models import (
+    MAX_ID_LENGTH,
+    MAX_STEP,
+    TRAINER_TRANSCRIPT_MESSAGE_CHARS,
+    InputFileError,
+    cut_text,
+    id_problem,
+    is_score,
+    open_input,
+    score_problem,
+)
 
 #: The keys verl writes itself (and a line's rollout-id column): never a component.
 VERL_DUMP_KEYS = frozenset({"input", "output", "gts", "score", "step", "uid", "request_id", "reward"})
@@ -37,7 +54,14 @@ ERROR_FLAG = "reward_error"
 #: verl's dump file of one step: ``<global_steps>.jsonl``.
 STEP_FILE = re.compile(r"([0-9]+)\.jsonl")  # ASCII digits (\d is every script's)
 #: verl 0.9.1's v1 key of a rollout: ``{uid}_{session_id}_{index}``.
-_V1_KEY = re.compile(r"(.+)_(\d+)_(\d+)")
+_V1_KEY = re.compile(r"(.+)_([0-9]+)_([0-9]+)")
+#: The longest dump line read, in bytes (its newline included). verl's line holds the decoded prompt and response
+#: and the ground truth (a code task's test cases can take megabytes); a longer one is named and skipped without
+#: being held.
+MAX_DUMP_LINE_BYTES = 32 << 20
+#: The most components a step file gives its records (the columnar monitor's limit of names): past it, every record
+#: of the step carried every key any line had.
+MAX_DUMP_COMPONENTS = 256
 
 
 @dataclass
@@ -57,18 +81,46 @@ class DumpRead:
     already_stored: list[int] = field(default_factory=list)
 
 
-def dump_files(path: str | Path) -> list[Path]:
+def file_step(file: Path) -> int | None:
+    """The step a dump file's name gives (``<step>.jsonl``), or None."""
+    match = STEP_FILE.fullmatch(file.name)
+    return None if match is None else int(match.group(1))
+
+
+def dump_files(path: str | Path, skipped: list[str] | None = None) -> list[Path]:
     """The dump's step files in step order: ``path`` itself when it is a file, else its ``<step>.jsonl`` files.
-    A path that does not exist, or a directory with no such file, is a ValueError naming it."""
+    A path that does not exist, or a directory with no such file, is a ValueError naming it. A step file that is a
+    symbolic link (it could name any file on the machine), or that names a step another file already names as verl
+    does (``01.jsonl`` beside ``1.jsonl``), is left out and named in ``skipped``."""
     path = Path(path)
     if path.is_file():
         return [path]
     if not path.is_dir():
         raise ValueError(f"verl rollout dump not found: {path} (give trainer.rollout_data_dir or one <step>.jsonl)")
-    files = [p for p in path.iterdir() if p.is_file() and STEP_FILE.fullmatch(p.name)]
+    by_step: dict[int, list[Path]] = {}
+    links = 0
+    for entry in path.iterdir():
+        step = file_step(entry)
+        if step is None:
+            continue
+        if entry.is_symlink():
+            links += 1
+            if skipped is not None:
+                skipped.append(f"{entry}: a symbolic link: not followed (a dump's step files are verl's own)")
+        elif entry.is_file():
+            by_step.setdefault(step, []).append(entry)
+    files = []
+    for step, named in sorted(by_step.items()):
+        # verl writes str(step): that name is the step's; another spelling of it is a stray, never a second copy
+        named.sort(key=lambda p: (p.name != f"{step}.jsonl", p.name))
+        files.append(named[0])
+        for stray in named[1:]:
+            if skipped is not None:
+                skipped.append(f"{stray}: names step {step} as {named[0].name} does: not imported")
     if not files:
-        raise ValueError(f"{path} holds no <step>.jsonl file: is it verl's trainer.rollout_data_dir?")
-    return sorted(files, key=lambda p: int(STEP_FILE.fullmatch(p.name).group(1)))  # type: ignore[union-attr]
+        linked = f" ({links} symbolic link(s) not followed)" if links else ""
+        raise ValueError(f"{path} holds no <step>.jsonl file{linked}: is it verl's trainer.rollout_data_dir?")
+    return files
 
 
 def _number(value: Any) -> float | None:
@@ -91,7 +143,8 @@ def _identity(line: Mapping[str, Any], fallback: str) -> tuple[str, str, int, bo
     """``(group, rollout, output index, grouped by uid)`` of a line. With v1's ``{uid}_{session}_{index}`` key the
     group is the uid and the rollout the session (an agent loop's session can dump several outputs, its last one the
     rollout verl trains on); a plain uid is the group and ``fallback`` the rollout. Without a uid the group is a digest
-    of the prompt text (every rollout of one prompt was decoded from the same prompt tokens)."""
+    of the prompt text (every rollout of one prompt was decoded from the same prompt tokens). The uid is at most
+    MAX_ID_LENGTH characters (checked before), so its index is an integer int() reads."""
     uid = line.get("uid")
     if isinstance(uid, str) and uid:
         match = _V1_KEY.fullmatch(uid)
@@ -102,17 +155,20 @@ def _identity(line: Mapping[str, Any], fallback: str) -> tuple[str, str, int, bo
     return "p" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16], fallback, 0, False
 
 
-def _ids_problem(line: Mapping[str, Any], group_id: str, rollout_id: str) -> str | None:
-    """Why the ids made of a line cannot be ids (what every other input refuses, :data:`rewardpipe.models.InputId`:
-    a terminal escape, a bidi override or a lone surrogate would be printed escaped, so `show` could never be given
-    the id, and two ids could print alike), or None."""
-    for made in (group_id, rollout_id):
-        problem = id_problem(made) or (
-            f"is {len(made)} characters long, at most {MAX_ID_LENGTH}" if len(made) > MAX_ID_LENGTH else None
-        )
-        if problem is not None:
-            return f"uid {str(line.get('uid'))[:60]!a} {problem}"
-    return None
+def _id_problem(made: str) -> str | None:
+    return id_problem(made) or (
+        f"is {len(made)} characters long, at most {MAX_ID_LENGTH}" if len(made) > MAX_ID_LENGTH else None
+    )
+
+
+def _uid_problem(line: Mapping[str, Any]) -> str | None:
+    """Why the line's uid cannot give the group and rollout ids (parts of it), or None: what every other input
+    refuses (:data:`rewardpipe.models.InputId`: a terminal escape, a bidi override or a lone surrogate would be
+    printed escaped, so `show` could never be given the id, and two ids could print alike), or longer than any id.
+    Checked on the uid itself before its index part is read as an integer (5,000 digits are none int() reads)."""
+    uid = line.get("uid")
+    problem = _id_problem(uid) if isinstance(uid, str) and uid else None
+    return None if problem is None else f"uid {str(uid)[:60]!a} {problem}"
 
 
 def _fallback_rollout(file: Path, lineno: int) -> str:
@@ -129,101 +185,290 @@ def _has_text(line: Mapping[str, Any], key: str) -> bool:
     return isinstance(value, str) and value != ""
 
 
-def _being_written(file: Path) -> bool:
-    """Whether verl's dump thread is still writing ``file`` (it writes line by line, each ending in a newline)."""
-    with file.open("rb") as fh:
-        if fh.seek(0, 2) == 0:
-            return False
-        fh.seek(-1, 2)
-        return fh.read(1) != b"\n"
+def _being_written(fh: IO[bytes]) -> bool:
+    """Whether verl's dump thread is still writing the file (it writes line by line, each ending in a newline)."""
+    if fh.seek(0, 2) == 0:
+        return False
+    fh.seek(-1, 2)
+    written = fh.read(1) == b"\n"
+    fh.seek(0)
+    return not written
 
 
-def _lines(file: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """``(line number, parsed JSON or None, why it is unreadable or None)`` for each non-empty line."""
-    with file.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                yield lineno, json.loads(raw), None
-            except (ValueError, RecursionError) as exc:  # not UTF-8 or not JSON (a line cut by a crash)
-                yield lineno, None, f"not a JSON line ({type(exc).__name__})"
+def _lines(fh: IO[bytes]) -> Iterator[tuple[int, Any, str | None]]:
+    """``(line number, parsed JSON or None, why it is unreadable or None)`` for each non-empty line; a line past
+    :data:`MAX_DUMP_LINE_BYTES` is passed over in bounded reads, never held."""
+    bound = MAX_DUMP_LINE_BYTES
+    lineno = 0
+    while raw := fh.readline(bound + 1):
+        lineno += 1
+        if len(raw) > bound:
+            while raw and not raw.endswith(b"\n"):
+                raw = fh.readline(1 << 20)
+            yield lineno, None, f"more than {bound:,} bytes long: not read"
+            continue
+        if not raw.strip():
+            continue
+        try:
+            yield lineno, json.loads(raw), None
+        except (ValueError, RecursionError) as exc:  # not UTF-8 or not JSON (a line cut by a crash)
+            yield lineno, None, f"not a JSON line ({type(exc).__name__})"
 
 
 def read_rollout_dump(path: str | Path, run_id: str = "verl", weights: Mapping[str, float] | None = None) -> DumpRead:
     """Records and transcripts of verl's rollout dump at ``path`` (``trainer.rollout_data_dir`` or one of its
     files). ``weights``: the reward's component weights (default 1.0 each; verl's dump does not carry them), which
-    the advantage shares read. Steps come from each line's ``step`` (else the file's name)."""
+    the advantage shares read. Steps come from each file's name (else each line's ``step``)."""
     out = DumpRead()
-    for file in dump_files(path):
-        _read_file(file, run_id, weights, out)
+    given = Path(path).is_file()
+    for file in dump_files(path, out.skipped):
+        _read_file(file, run_id, weights, out, follow=given)
     return out
 
 
-def _read_file(file: Path, run_id: str, weights: Mapping[str, float] | None, out: DumpRead) -> None:
-    """One step file's records and transcripts, appended to ``out`` (its components: the file's numeric keys)."""
-    if _being_written(file):
-        out.skipped.append(
-            f"{file}: its last line has no newline, so verl is still writing it: not imported (a step judged on "
-            f"part of its rollouts is not judged again); import again once it is written"
-        )
-        return
-    name_step = STEP_FILE.fullmatch(file.name)
-    components: dict[str, None] = {}  # every numeric key of the file, in first-seen order
-    parsed: list[tuple[int, tuple[str, str, int, bool], dict[str, Any]]] = []
-    for lineno, line, problem in _lines(file):
-        if problem is None and not isinstance(line, dict):
-            problem = f"a JSON {type(line).__name__}, not an object"
-        elif problem is None and _number(line.get("score")) is None:
-            problem = "no finite numeric score (the reward verl trained on)"
-        elif problem is None and not _has_text(line, "uid") and not _has_text(line, "input"):
-            # grouped by nothing, every such rollout of a step would be one group: a dead component looked alive
-            problem = "neither a uid nor an input (the prompt's text): its group cannot be told"
-        step = line.get("step") if isinstance(line, dict) else None
-        if problem is None and not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
-            if name_step is None:
-                problem = "no step (a non-negative whole number) and the file is not named <step>.jsonl"
-            else:
-                step = int(name_step.group(1))
-        if (
-            problem is None and isinstance(step, int) and step > MAX_STEP
-        ):  # (the store refused it with pydantic's lines, one per rollout)
-            problem = f"step {step} is past the largest a store holds ({MAX_STEP})"
-        identity = None if problem is not None else _identity(line, _fallback_rollout(file, lineno))
-        if identity is not None:
-            problem = _ids_problem(line, identity[0], identity[1])
+@dataclass
+class _Rollout:
+    """What a record and its transcript take of one dump line (the line itself, its ground truth and every key
+    that is no component, is not held)."""
+
+    lineno: int
+    step: int
+    group_id: str
+    rollout_id: str
+    index: int
+    by_uid: bool
+    score: float
+    flagged: bool
+    values: dict[str, float | None]
+    prompt: str
+    response: str
+
+
+class _FileReading:
+    """One step file's lines as :class:`_Rollout` s, the components its keys name, and the lines it skipped."""
+
+    def __init__(self, file: Path) -> None:
+        self.file = file
+        self.name_step = file_step(file)
+        self.components: dict[str, None] = {}  # every component of the file, in first-seen order
+        self.rollouts: list[_Rollout] = []
+        self.skipped: list[str] = []
+        self.misnamed: dict[str, None] = {}  # numeric keys that are no component's name
+        self.past_bound: dict[str, None] = {}  # numeric keys past MAX_DUMP_COMPONENTS
+
+    def add(self, lineno: int, line: Any, problem: str | None) -> None:
+        problem = problem or self._problem(line)
+        if problem is None:
+            problem = _uid_problem(line)
+        step = None
+        if problem is None:
+            step, problem = self._step(line)
         if problem is not None:
-            out.skipped.append(f"{file}:{lineno}: {problem}")
-            continue
-        assert isinstance(line, dict) and isinstance(step, int) and identity is not None
+            self.skipped.append(f"{self.file}:{lineno}: {problem}")
+            return
+        assert isinstance(line, dict) and step is not None
+        # (the group and rollout ids are parts of a uid that is an id, or a digest, or the checked file name's)
+        group_id, rollout_id, index, by_uid = _identity(line, _fallback_rollout(self.file, lineno))
+        self.rollouts.append(
+            _Rollout(
+                lineno,
+                step,
+                group_id,
+                rollout_id,
+                index,
+                by_uid,
+                float(line["score"]),
+                _component(line.get(ERROR_FLAG)) not in (None, 0.0),
+                self._values(line),
+                _cut(line.get("input")),
+                _cut(line.get("output")),
+            )
+        )
+
+    @staticmethod
+    def _problem(line: Any) -> str | None:
+        if not isinstance(line, dict):
+            return f"a JSON {type(line).__name__}, not an object"
+        score = _number(line.get("score"))
+        if score is None:
+            return "no finite numeric score (the reward verl trained on)"
+        if not is_score(score):
+            return f"score {score_problem(score)}"
+        if not _has_text(line, "uid") and not _has_text(line, "input"):
+            # grouped by nothing, every such rollout of a step would be one group: a dead component looked alive
+            return "neither a uid nor an input (the prompt's text): its group cannot be told"
+        return None
+
+    def _step(self, line: dict[str, Any]) -> tuple[int | None, str | None]:
+        """``(the line's step, None)`` or ``(None, why it has none)``. A line of a file named ``<step>.jsonl`` is of
+        that step: one claiming another is named, never filed there (it would replace that step's rollouts of the
+        same uid, or join them) nor here (verl writes a step's lines into its own file; another step means a copied
+        or hand-made file, or a reward's extra info named ``step``, which replaces verl's column)."""
+        claimed = line.get("step")
+        if isinstance(claimed, int) and not isinstance(claimed, bool) and claimed >= 0:
+            step = claimed
+        elif self.name_step is not None:
+            step = self.name_step
+        else:
+            return None, "no step (a non-negative whole number) and the file is not named <step>.jsonl"
+        if step > MAX_STEP:  # (the store refused it in pydantic's words, one message per rollout)
+            return None, f"step {step} is past the largest a store holds ({MAX_STEP})"
+        if self.name_step is not None and step != self.name_step:
+            return None, (
+                f"step {step} in the file of step {self.name_step}: not imported (verl writes a step into its own "
+                f"file; a reward's extra info named 'step' replaces verl's)"
+            )
+        return step, None
+
+    def _values(self, line: dict[str, Any]) -> dict[str, float | None]:
+        """The line's components; a numeric key that is no component's name, or past the bound, is named once."""
+        from rewardpipe.components import ComponentDefinitionError, check_name
+
+        values: dict[str, float | None] = {}
         for key, value in line.items():
-            if key not in VERL_DUMP_KEYS and key != ERROR_FLAG and _component(value) is not None:
-                components.setdefault(key)
-        parsed.append((step, identity, line))
+            if key in VERL_DUMP_KEYS or key == ERROR_FLAG:
+                continue
+            number = _component(value)
+            if number is None:
+                continue
+            if key not in self.components:
+                if key in self.misnamed or key in self.past_bound:
+                    continue
+                try:
+                    check_name(key)
+                except ComponentDefinitionError:
+                    self.misnamed[key] = None
+                    continue
+                if len(self.components) >= MAX_DUMP_COMPONENTS:
+                    self.past_bound[key] = None
+                    continue
+                self.components[key] = None
+            values[key] = number
+        return values
+
+    def notes(self) -> list[str]:
+        """What the file's lines had that was not taken, one line each."""
+        from rewardpipe.components import RESERVED_NAMES
+
+        notes = []
+        named = list(self.misnamed)
+        for key in named[:5]:
+            why = (
+                "the monitor's own name"
+                if key in RESERVED_NAMES
+                else "a component is named by 1 to 64 letters, digits, '_', '.' or '-', a letter or '_' first"
+            )
+            shown = f"{key[:60]!a}{'...' if len(key) > 60 else ''}"
+            notes.append(f"{self.file}: key {shown} is no component name ({why}): not read")
+        if len(named) > 5:
+            notes.append(f"{self.file}: {len(named) - 5} more keys that are no component name: not read")
+        if self.past_bound:
+            total = len(self.components) + len(self.past_bound)
+            notes.append(
+                f"{self.file}: {total:,} numeric keys, more than the {MAX_DUMP_COMPONENTS} components a step "
+                f"holds: the first {MAX_DUMP_COMPONENTS} read, the rest not"
+            )
+        return notes
+
+    def kept(self) -> list[_Rollout]:
+        """The rollouts of the file, one a rollout: a session's last output (the highest index) stands for it, as
+        verl's trainer keeps it. A v1 key given twice (verl writes each once) keeps its first line, and in a step
+        whose lines carry uids a line without one is left out (one trainer writes one shape; grouped by a digest of
+        its prompt, it would join the group of a uid spelled as that digest): both named."""
+        with_uid = {r.step for r in self.rollouts if r.by_uid}
+        first_line: dict[tuple[int, str, str, int], int] = {}
+        latest: dict[tuple[int, str, str], _Rollout] = {}
+        for rollout in self.rollouts:
+            where = f"{self.file}:{rollout.lineno}"
+            if not rollout.by_uid and rollout.step in with_uid:
+                self.skipped.append(
+                    f"{where}: no uid, while other lines of step {rollout.step} have one: its group "
+                    f"cannot be told apart from theirs"
+                )
+                continue
+            key = (rollout.step, rollout.group_id, rollout.rollout_id)
+            if rollout.by_uid:
+                seen = first_line.setdefault((*key, rollout.index), rollout.lineno)
+                if seen != rollout.lineno:
+                    self.skipped.append(f"{where}: the same uid as line {seen} (verl writes each once): not read")
+                    continue
+            if key not in latest or rollout.index > latest[key].index:
+                latest[key] = rollout
+        return list(latest.values())
+
+
+def _cut(value: Any) -> str:
+    """A transcript's text of a dump field, cut as the trainer integrations cut theirs."""
+    if isinstance(value, str):
+        text = value
+    elif value is None:
+        text = ""
+    else:
+        try:
+            text = json.dumps(value, default=str)
+        except (ValueError, RecursionError):  # (json read it, but nested near its limit it need not write it back)
+            text = f"<a JSON {type(value).__name__}>"
+    return cut_text(text, TRAINER_TRANSCRIPT_MESSAGE_CHARS)
+
+
+def _read_file(
+    file: Path, run_id: str, weights: Mapping[str, float] | None, out: DumpRead, *, follow: bool = False
+) -> None:
+    """One step file's records and transcripts, appended to ``out`` (its components: the file's numeric keys that
+    name components). A file that changed while it was read (verl rewrote it) is named and left for the next
+    import: its lines would be two batches' rollouts."""
+    reading = _FileReading(file)
+    try:  # (a file found in the dump: no link followed, even one put there after the listing, no FIFO waited on)
+        fh = open_input(file, follow_links=follow, pipes=False)
+    except (OSError, InputFileError) as exc:
+        why = "a symbolic link: not followed" if os.path.islink(file) else f"cannot be read ({exc})"
+        out.skipped.append(f"{file}: {why}")
+        return
+    with fh:
+        before = os.fstat(fh.fileno())
+        if _being_written(fh):
+            out.skipped.append(
+                f"{file}: its last line has no newline, so verl is still writing it: not imported (a step judged "
+                f"on part of its rollouts is not judged again); import again once it is written"
+            )
+            return
+        for lineno, line, problem in _lines(fh):
+            reading.add(lineno, line, problem)
+        after = os.fstat(fh.fileno())
+    if (before.st_size, before.st_mtime_ns, before.st_ctime_ns) != (
+        after.st_size,
+        after.st_mtime_ns,
+        after.st_ctime_ns,
+    ):
+        out.skipped.append(f"{file}: changed while it was read (rewritten by verl?): not imported; import again")
+        return
+    kept = reading.kept()
+    out.skipped += reading.skipped + reading.notes()
+    components = reading.components
     weight_of = {name: float((weights or {}).get(name, 1.0)) for name in components}
-    # One line per rollout: a session's last output (the highest index) stands for it, as verl's trainer keeps it.
-    latest: dict[tuple[int, str, str], tuple[int, dict[str, Any]]] = {}
-    for step, (group_id, rollout_id, index, by_uid), line in parsed:
-        out.grouped_by_uid = out.grouped_by_uid or by_uid
-        key = (step, group_id, rollout_id)
-        if key not in latest or index >= latest[key][0]:
-            latest[key] = (index, line)
-    out.components.update(dict.fromkeys(components))
-    for (step, group_id, rollout_id), (_, line) in latest.items():
-        values = {name: _component(line.get(name)) for name in components}
-        flagged = _number(line.get(ERROR_FLAG)) not in (None, 0.0)
-        ids = {"run_id": run_id, "step": step, "group_id": group_id, "rollout_id": rollout_id, "task_id": group_id}
+    out.components.update(components)
+    for rollout in kept:
+        out.grouped_by_uid = out.grouped_by_uid or rollout.by_uid
+        values = {name: rollout.values.get(name) for name in components}
+        ids = {
+            "run_id": run_id,
+            "step": rollout.step,
+            "group_id": rollout.group_id,
+            "rollout_id": rollout.rollout_id,
+            "task_id": rollout.group_id,
+        }
+        flagged = rollout.flagged
         record = {
             **ids,
             "status": "error" if flagged else "scored",
             "error": (
-                {"kind": "reward_error", "message": f"rewardpipe could not score it (verl trained on {line['score']})"}
+                {"kind": "reward_error", "message": f"rewardpipe could not score it (verl trained on {rollout.score})"}
                 if flagged
                 else None
             ),
             "components": dict.fromkeys(components) if flagged else values,
             "weights": weight_of,
-            "aggregate": None if flagged else float(line["score"]),
+            "aggregate": None if flagged else rollout.score,
             "metrics": {},
         }
         out.records.append(record)
@@ -235,15 +480,11 @@ def _read_file(file: Path, run_id: str, weights: Mapping[str, float] | None, out
                 "components": record["components"],
                 "aggregate": record["aggregate"],
                 "messages": [
-                    {"role": "user", "content": _text(line.get("input"))},
-                    {"role": "assistant", "content": _text(line.get("output"))},
+                    {"role": "user", "content": rollout.prompt},
+                    {"role": "assistant", "content": rollout.response},
                 ],
             }
         )
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else json.dumps(value, default=str)
 
 
 def import_rollout_dump(
@@ -258,9 +499,7 @@ def import_rollout_dump(
     one step file at a time (a long run's dump is never held whole). A step the store already holds for the run is
     left as it is (``already_stored``), so importing a growing dump again adds its new steps; ``again`` writes
     every step again (the same keys). Returns what was read, without the records (``count``, ``steps``)."""
-    from rewardpipe.models import Record
-    from rewardpipe.store import record_key, rollout_key, run_id_problem, step_prefix
-    from rewardpipe.transcripts import RolloutTranscript
+    from rewardpipe.store import run_id_problem
 
     problem = run_id_problem(run_id)
     if problem is not None:  # every rollout would be refused, one message each
@@ -271,42 +510,76 @@ def import_rollout_dump(
     # held by the run, was never completed. Its rollouts not stored yet are added; none: it is already stored.
     newest = max(stored, default=None)
     summary = DumpRead()
-    for file in dump_files(path):
-        name_step = STEP_FILE.fullmatch(file.name)
-        file_step = -1 if name_step is None else int(name_step.group(1))  # (-1: a file named otherwise, never held)
-        if file_step in stored and file_step != newest:
-            summary.already_stored.append(file_step)
+    given = Path(path).is_file()
+    for file in dump_files(path, summary.skipped):
+        named = file_step(file)
+        if named is not None and named in stored and named != newest:
+            summary.already_stored.append(named)  # (not read: its lines are the step's, and the run holds it)
             continue
-        held = set(store.list_keys(step_prefix(run_id, file_step))) if file_step in stored else set()
         read = DumpRead()
-        _read_file(file, run_id, weights, read)
-        if held and not held <= {rollout_key(run_id, r["step"], r["group_id"], r["rollout_id"]) for r in read.records}:
-            # Not grown but rewritten (verl resumed from an earlier checkpoint writes the step again, other uids):
-            # added to what the run holds, the step would be two batches' rollouts judged as one.
-            summary.already_stored.append(file_step)
-            summary.skipped.append(
-                f"{file}: no longer holds every rollout run '{run_id}' has of step {file_step} (rewritten by a "
-                f"resumed run?): left as the run holds it; import into another --run-id to judge the new one"
-            )
-            continue
-        before = summary.count
-        skipped: list[str] = []
-        for record, transcript in zip(read.records, read.transcripts, strict=True):
-            try:  # a rollout the store refuses loses itself only
-                valid = Record.model_validate(record)
-                if record_key(valid) in held:
-                    continue  # written by an earlier import, from the same line
-                store.put_record(valid)
-                store.put_transcript(RolloutTranscript.model_validate(transcript))
-            except ValueError as exc:
-                skipped.append(f"step {record['step']} rollout {record['rollout_id'][:80]!r}: {exc}")
-                continue
-            summary.count += 1
-            summary.steps.add(record["step"])
-        if held and summary.count == before and not skipped:
-            summary.already_stored.append(file_step)
-            continue  # (its unreadable lines were named when it was imported)
-        summary.skipped += read.skipped + skipped
-        summary.grouped_by_uid = summary.grouped_by_uid or read.grouped_by_uid
-        summary.components.update(read.components)
+        _read_file(file, run_id, weights, read, follow=given)
+        steps: dict[int, list[int]] = {}  # step -> its rollouts' indices in read.records, first seen first
+        for at, record in enumerate(read.records):
+            steps.setdefault(record["step"], []).append(at)
+        written = False
+        for step, indices in steps.items():
+            written = _import_step(store, run_id, step, file, read, indices, stored, newest, summary) or written
+        if written or not steps:  # a step left as the run holds it had its lines named when it was imported
+            summary.skipped += read.skipped
+            summary.grouped_by_uid = summary.grouped_by_uid or read.grouped_by_uid
+            summary.components.update(read.components)
     return summary
+
+
+def _import_step(
+    store: Any,
+    run_id: str,
+    step: int,
+    file: Path,
+    read: DumpRead,
+    indices: list[int],
+    stored: set[int],
+    newest: int | None,
+    summary: DumpRead,
+) -> bool:
+    """Write one step's rollouts of a file (``read.records[i]`` for ``i`` in ``indices``) unless the run holds the
+    step already: an older one is left as it is, the newest gets the rollouts it lacks, and one the file no longer
+    holds whole is named and left. The step is judged by what it holds here, whatever file the lines came from (a
+    copy of a step file under another name would add its rollouts again under other ids). True when the step was
+    imported (some rollout written or refused)."""
+    from rewardpipe.models import Record
+    from rewardpipe.store import record_key, rollout_key, step_prefix
+    from rewardpipe.transcripts import RolloutTranscript
+
+    if step in stored and step != newest:
+        summary.already_stored.append(step)
+        return False
+    held = set(store.list_keys(step_prefix(run_id, step))) if step in stored else set()
+    records = [read.records[i] for i in indices]
+    if held and not held <= {rollout_key(run_id, step, r["group_id"], r["rollout_id"]) for r in records}:
+        # Not grown but rewritten (verl resumed from an earlier checkpoint writes the step again, other uids):
+        # added to what the run holds, the step would be two batches' rollouts judged as one.
+        summary.already_stored.append(step)
+        summary.skipped.append(
+            f"{file}: no longer holds every rollout run '{run_id}' has of step {step} (rewritten by a resumed run?): "
+            f"left as the run holds it; import into another --run-id to judge the new one"
+        )
+        return False
+    before, refused = summary.count, len(summary.skipped)
+    for i in indices:
+        record, transcript = read.records[i], read.transcripts[i]
+        try:  # a rollout the store refuses loses itself only
+            valid = Record.model_validate(record)
+            if record_key(valid) in held:
+                continue  # written by an earlier import, from the same line
+            store.put_record(valid)
+            store.put_transcript(RolloutTranscript.model_validate(transcript))
+        except ValueError as exc:
+            summary.skipped.append(f"step {step} rollout {record['rollout_id'][:80]!r}: {exc}")
+            continue
+        summary.count += 1
+        summary.steps.add(step)
+    if held and summary.count == before and len(summary.skipped) == refused:
+        summary.already_stored.append(step)
+        return False
+    return True
