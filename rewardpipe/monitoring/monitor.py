@@ -32,7 +32,14 @@ from rewardpipe.monitoring.hysteresis import ABSENT, IGNORED, predates, stop_jud
 from rewardpipe.monitoring.messages import run_warnings
 from rewardpipe.monitoring.pooling import StepHistory, pool_small_steps, stored_step
 from rewardpipe.monitoring.state import MonitorState, PendingDelivery, load_state, state_key
-from rewardpipe.monitoring.statistics import StepAcc, accumulate, last_copies, listed, validated_records
+from rewardpipe.monitoring.statistics import (
+    StepAcc,
+    accumulate,
+    accumulate_valid,
+    last_copies,
+    listed,
+    validated_records,
+)
 from rewardpipe.monitoring.thresholds import MonitorInputError, Thresholds
 from rewardpipe.monitoring.verdicts import StepReport, step_report
 from rewardpipe.store import BadObject, Store
@@ -109,9 +116,10 @@ def monitor_records(
     """
     bad: list[BadObject] = []
     duplicates: list[int] = []
-    if dedupe:
-        records = last_copies(validated_records(records, bad.append), duplicates)
-    run_id, accs = accumulate(records, on_bad=bad.append)
+    if dedupe:  # (checked once, here: the accumulation takes the kept copies as they are)
+        run_id, accs = accumulate_valid(last_copies(validated_records(records, bad.append), duplicates))
+    else:
+        run_id, accs = accumulate(records, on_bad=bad.append)
     result = judge(run_id, accs, thresholds, previous_state, bad, history)
     result.duplicates = duplicates
     return result

@@ -22,7 +22,7 @@ import math
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -466,6 +466,12 @@ def accumulate(
     A plain dict that is not a valid record goes to ``on_bad`` as ``record #<index>`` (it raises the
     ``ValidationError`` when there is no ``on_bad``).
     """
+    return accumulate_valid(map(itemgetter(1), validated_records(records, on_bad)))
+
+
+def accumulate_valid(records: Iterable[Record]) -> tuple[str | None, dict[int, StepAcc]]:
+    """:func:`accumulate` of records already checked by :func:`validated_records` (``monitor_records`` drops
+    repeated deliveries from them first): checking each again cost a generator step per record for nothing."""
     steps: dict[int, StepAcc] = {}
     run_id: str | None = None
     other_runs: set[str] = set()
@@ -475,7 +481,7 @@ def accumulate(
     # (step, group) -> {(name, "missing" or "non_finite"): values counted}, to take back if it is set aside
     gaps: dict[tuple[int, str], dict[tuple[str, str], int]] = {}
     lost_slots: dict[int, int] = {}  # step -> sample slots of groups set aside (the columnar reader's count too)
-    for _, rec in validated_records(records, on_bad):
+    for rec in records:
         if rec.run_id != run_id:
             if run_id is None:
                 run_id = rec.run_id
