@@ -14,24 +14,11 @@ import pytest
 
 from rewardpipe.models import Record
 from rewardpipe.monitoring import monitor, monitor_records, statistics
-
-
-def _record(step: int, group: int, k: int, value: float) -> dict[str, Any]:
-    return {
-        "run_id": "r",
-        "step": step,
-        "group_id": f"g{group}",
-        "rollout_id": f"g{group}_{k}",
-        "task_id": f"t{group}",
-        "status": "scored",
-        "components": {"c": value},
-        "weights": {"c": 1.0},
-        "aggregate": value,
-    }
+from tests.monitoring.test_library_duplicates import rec
 
 
 def _records() -> list[dict[str, Any]]:
-    return [_record(1, g, k, float((g + k) % 2)) for g in range(6) for k in range(4)]
+    return [rec(1, g, k, float((g + k) % 2)) for g in range(6) for k in range(4)]
 
 
 @pytest.fixture
