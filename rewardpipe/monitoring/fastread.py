@@ -289,11 +289,12 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
         field = metrics.field(i)
         if pa.types.is_floating(field.type) and not _finite_or_null(field):
             return None
-    if "exec_mode" in [metrics.type.field(i).name for i in range(metrics.type.num_fields)]:
+    names = [metrics.type.field(i).name for i in range(metrics.type.num_fields)]
+    if "exec_mode" in names and pa.types.is_string(metrics.field("exec_mode").type):
         inprocess = pc.fill_null(pc.equal(metrics.field("exec_mode"), "inprocess"), False).to_numpy(
             zero_copy_only=False
         )
-    else:
+    else:  # none, or a number or a bool (a metric's value is any of them): never "inprocess", as for a Record
         inprocess = np.zeros(len(positions), dtype=bool)
     user_fallbacks = _struct_fallbacks(metrics)
 

@@ -71,3 +71,34 @@ def test_a_repeated_delivery_still_counts_once():
     again = {**given[5], "aggregate": 9.0, "components": {"c": 9.0}}
     result = monitor_records([*given, again])
     assert result.duplicates == [5] and result.step(1).scored == 24
+
+
+# -- the columnar readers and a metric of any type -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exec_mode", [1, 2.5, True], ids=["int", "float", "bool"])
+@pytest.mark.parametrize("source", ["file", "store"])
+def test_an_exec_mode_metric_that_is_no_text_is_read_as_the_careful_path_reads_it(tmp_path, source, exec_mode):
+    """A metric's value is a number, a bool or text; pyarrow's reader typed an all-numeric ``exec_mode`` column as
+    numbers and compared it with the text "inprocess": `monitor` ended with "unexpected ArrowNotImplementedError"
+    on the whole file or store. Such a value is not "inprocess", as a Record's ``metrics.get(...)`` says."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+    from rewardpipe.store import LocalStore
+
+    given = [{**r, "schema": "rewardpipe.record/v1", "metrics": {"exec_mode": exec_mode}} for r in _records()]
+    if source == "file":
+        path = tmp_path / "records.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in given))
+    else:
+        path = tmp_path / "store"
+        store = LocalStore(path)
+        for r in given:
+            store.put_record(Record.model_validate(r))
+    out = CliRunner().invoke(app, ["monitor", str(path), "--json", "--no-write-alarms"])
+    assert out.exit_code == 0, out.output
+    expected = monitor_records(given).to_dict()
+    assert json.loads(out.stdout)["steps"] == json.loads(json.dumps(expected["steps"]))
