@@ -52,10 +52,7 @@ def read_jsonl_records(path: Path, on_bad: Callable[[Any], None], duplicates: li
     the same, and the dropped copies' line numbers are appended to ``duplicates``. This takes two passes
     over the file (the first reads only the ids), so memory holds one line number per distinct record.
     """
-    from pydantic import ValidationError
-
-    from rewardpipe.models import Record
-    from rewardpipe.store import BadObject
+    from rewardpipe.monitoring.sources import record_of_line
 
     last_line: dict[Any, int] = {}
     with path.open("rb") as fh:
@@ -69,23 +66,12 @@ def read_jsonl_records(path: Path, on_bad: Callable[[Any], None], duplicates: li
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
-            where = f"{path}:{lineno}"
-            try:
-                text = line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                on_bad(BadObject(where, f"not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line)"))
-                continue
-            identity = _record_identity(line)
+            identity = _record_identity(line)  # (None for a line that is not UTF-8 JSON: reported below)
             if identity is not None and last_line.get(identity) != lineno:
                 continue  # an earlier copy of a record delivered again later
-            try:
-                yield Record.model_validate_json(text)
-            except ValidationError as exc:
-                from rewardpipe.models import field_error
-
-                first = exc.errors()[0]
-                reason = "not valid JSON" if first["type"] == "json_invalid" else field_error(first)
-                on_bad(BadObject(where, reason))
+            record = record_of_line(line, f"{path}:{lineno}", on_bad)
+            if record is not None:
+                yield record
 
 
 def _dump_hint(directory: Path) -> str:

@@ -102,3 +102,20 @@ def test_an_exec_mode_metric_that_is_no_text_is_read_as_the_careful_path_reads_i
     assert out.exit_code == 0, out.output
     expected = monitor_records(given).to_dict()
     assert json.loads(out.stdout)["steps"] == json.loads(json.dumps(expected["steps"]))
+
+
+def test_iter_jsonl_records_names_a_line_that_is_not_utf8_and_reads_on(tmp_path):
+    """The public reader decoded the file as one text stream: one byte that is not UTF-8 raised UnicodeDecodeError
+    from the middle of the iteration, losing every later record (`rewardpipe monitor` reads line by line)."""
+    import json
+
+    from rewardpipe.monitoring import iter_jsonl_records
+
+    path = tmp_path / "records.jsonl"
+    lines = [json.dumps(r).encode() for r in _records()]
+    lines.insert(2, b'{"run_id": "\xff"}')
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    bad: list = []
+    assert len(list(iter_jsonl_records(path, on_bad=bad.append))) == 24
+    assert [b.key for b in bad] == [f"{path}:3"] and bad[0].reason.startswith("not UTF-8 text")
+    assert len(list(iter_jsonl_records(path))) == 24  # (no on_bad: skipped all the same)
