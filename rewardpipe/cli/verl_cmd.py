@@ -25,7 +25,10 @@ def import_cmd(
         None, "--reward", help="The reward verl scored with (its component weights; verl's dump does not hold them)."
     ),
     again: bool = typer.Option(
-        False, "--again", help="Write the steps the run already holds again (by default only new steps are imported)."
+        False,
+        "--again",
+        help="Write the steps the run already holds again (by default only new steps are imported); a step the dump "
+        "no longer holds whole (rewritten by a resumed run) is left either way.",
     ),
 ) -> None:
     """Write each rollout of verl's dump as a record (its components, verl's score as the aggregate) and a

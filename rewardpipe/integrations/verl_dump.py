@@ -498,22 +498,19 @@ def import_rollout_dump(
     """Write the dump's records and transcripts into ``store`` (a :class:`rewardpipe.store.Store`) under ``run_id``,
     one step file at a time (a long run's dump is never held whole). A step the store already holds for the run is
     left as it is (``already_stored``), so importing a growing dump again adds its new steps; ``again`` writes
-    every step again (the same keys). Returns what was read, without the records (``count``, ``steps``)."""
+    every step again (the same keys). Either way a step the dump no longer holds whole (rewritten by a resumed run)
+    is left as the run holds it and named. Returns what was read, without the records (``count``, ``steps``)."""
     from rewardpipe.store import run_id_problem
 
     problem = run_id_problem(run_id)
     if problem is not None:  # every rollout would be refused, one message each
         raise ValueError(problem)
-    stored = set() if again or run_id not in store.list_runs() else set(store.list_steps(run_id))
-    # The newest step the run holds is read again: verl writes a step file line by line through a buffer flushed
-    # between lines, so a file imported mid-write most often ended in a newline (whole lines, not all of them) and,
-    # held by the run, was never completed. Its rollouts not stored yet are added; none: it is already stored.
-    newest = max(stored, default=None)
+    plan = _Held(set() if run_id not in store.list_runs() else set(store.list_steps(run_id)), again)
     summary = DumpRead()
     given = Path(path).is_file()
     for file in dump_files(path, summary.skipped):
         named = file_step(file)
-        if named is not None and named in stored and named != newest:
+        if named is not None and plan.left_alone(named):
             summary.already_stored.append(named)  # (not read: its lines are the step's, and the run holds it)
             continue
         read = DumpRead()
@@ -523,7 +520,8 @@ def import_rollout_dump(
             steps.setdefault(record["step"], []).append(at)
         written = False
         for step, indices in steps.items():
-            written = _import_step(store, run_id, step, file, read, indices, stored, newest, summary) or written
+            rollouts = [(read.records[i], read.transcripts[i]) for i in indices]
+            written = _import_step(store, run_id, file, step, rollouts, plan, summary) or written
         if written or not steps:  # a step left as the run holds it had its lines named when it was imported
             summary.skipped += read.skipped
             summary.grouped_by_uid = summary.grouped_by_uid or read.grouped_by_uid
@@ -531,32 +529,49 @@ def import_rollout_dump(
     return summary
 
 
+@dataclass
+class _Held:
+    """The steps a run holds when an import starts, and what the import does with them."""
+
+    stored: set[int]
+    again: bool  # write the held steps again (the same keys), not only the new ones
+    # The newest step the run holds is read again: verl writes a step file line by line through a buffer flushed
+    # between lines, so a file imported mid-write most often ended in a newline (whole lines, not all of them) and,
+    # held by the run, was never completed. Its rollouts not stored yet are added; none: it is already stored.
+    newest: int | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.newest = max(self.stored, default=None)
+
+    def left_alone(self, step: int) -> bool:
+        """A held step that is not read at all: an older one than the newest, unless written again."""
+        return step in self.stored and step != self.newest and not self.again
+
+
 def _import_step(
     store: Any,
     run_id: str,
-    step: int,
     file: Path,
-    read: DumpRead,
-    indices: list[int],
-    stored: set[int],
-    newest: int | None,
+    step: int,
+    rollouts: list[tuple[dict[str, Any], dict[str, Any]]],
+    plan: _Held,
     summary: DumpRead,
 ) -> bool:
-    """Write one step's rollouts of a file (``read.records[i]`` for ``i`` in ``indices``) unless the run holds the
-    step already: an older one is left as it is, the newest gets the rollouts it lacks, and one the file no longer
-    holds whole is named and left. The step is judged by what it holds here, whatever file the lines came from (a
-    copy of a step file under another name would add its rollouts again under other ids). True when the step was
-    imported (some rollout written or refused)."""
+    """Write one step's rollouts of a file (record and transcript pairs) as ``plan`` says of the step: a new one
+    whole; a held one left as it is, or, the newest (or any with ``again``), given the rollouts it lacks (all of
+    them again with ``again``) when the file still holds every rollout the run has of it, else named and left. The
+    step is judged by what it holds here, whatever file the lines came from (a copy of a step file under another
+    name would add its rollouts again under other ids). True when the step was imported (a rollout written or
+    refused)."""
     from rewardpipe.models import Record
     from rewardpipe.store import record_key, rollout_key, step_prefix
     from rewardpipe.transcripts import RolloutTranscript
 
-    if step in stored and step != newest:
+    if plan.left_alone(step):
         summary.already_stored.append(step)
         return False
-    held = set(store.list_keys(step_prefix(run_id, step))) if step in stored else set()
-    records = [read.records[i] for i in indices]
-    if held and not held <= {rollout_key(run_id, step, r["group_id"], r["rollout_id"]) for r in records}:
+    held = set(store.list_keys(step_prefix(run_id, step))) if step in plan.stored else set()
+    if held and not held <= {rollout_key(run_id, step, r["group_id"], r["rollout_id"]) for r, _ in rollouts}:
         # Not grown but rewritten (verl resumed from an earlier checkpoint writes the step again, other uids):
         # added to what the run holds, the step would be two batches' rollouts judged as one.
         summary.already_stored.append(step)
@@ -566,11 +581,10 @@ def _import_step(
         )
         return False
     before, refused = summary.count, len(summary.skipped)
-    for i in indices:
-        record, transcript = read.records[i], read.transcripts[i]
+    for record, transcript in rollouts:
         try:  # a rollout the store refuses loses itself only
             valid = Record.model_validate(record)
-            if record_key(valid) in held:
+            if not plan.again and record_key(valid) in held:
                 continue  # written by an earlier import, from the same line
             store.put_record(valid)
             store.put_transcript(RolloutTranscript.model_validate(transcript))

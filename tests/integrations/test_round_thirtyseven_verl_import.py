@@ -258,6 +258,21 @@ def test_importing_the_same_dump_again_never_double_counts(tmp_path):
     assert [(s.step, s.scored) for s in again.steps] == [(s.step, s.scored) for s in first.steps] == [(1, 12), (2, 12)]
 
 
+def test_again_never_mixes_a_rewritten_step_into_the_one_the_run_holds(tmp_path):
+    """``--again`` wrote every step whatever the run held: a step file rewritten by a resumed run (other uids) was
+    added to the old batch's rollouts, two batches judged as one step. It is named and left, as without ``--again``;
+    a step still whole is written again."""
+    folder = _dump(tmp_path, _step(1, tag="old"))
+    _dump(tmp_path, _step(2, tag="old"), name="2.jsonl")
+    store = LocalStore(tmp_path / "store")
+    import_rollout_dump(folder, store, "run")
+    _dump(tmp_path, _step(1, tag="new"))
+    again = import_rollout_dump(folder, store, "run", again=True)
+    assert again.steps == {2} and again.count == 12 and again.already_stored == [1]
+    assert "rewritten" in again.skipped[0]
+    assert {r.group_id for r in store.iter_records("run") if r.step == 1} == {"old0", "old1", "old2"}
+
+
 def test_two_imports_of_one_dump_at_once_write_each_rollout_once(tmp_path):
     folder = _dump(tmp_path, _step(1))
     for step in range(2, 6):
