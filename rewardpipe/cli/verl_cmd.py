@@ -70,5 +70,13 @@ def import_cmd(
     )
     note(
         f"imported {read.count} rollouts of {len(read.steps)} step(s) into run '{run_id}' of {out}; grouped by "
-        f"{'verl uid' if read.grouped_by_uid else 'prompt text'}; components: {components}"
+        f"{_grouping(read.grouped_by_uid, read.grouped_by_prompt)}; components: {components}"
     )
+
+
+def _grouping(by_uid: bool, by_prompt: bool) -> str:
+    """How the imported rollouts were grouped: verl 0.9.1's v1 trainer's uids, the legacy trainer's prompts, or both
+    (a dump holding steps of each)."""
+    if by_uid and by_prompt:
+        return "verl uid (steps written with one) and prompt text (steps without)"
+    return "verl uid" if by_uid else "prompt text"

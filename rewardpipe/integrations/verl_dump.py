@@ -68,12 +68,13 @@ MAX_DUMP_COMPONENTS = 256
 class DumpRead:
     """What :func:`read_rollout_dump` made of a dump: the records and transcripts (plain dicts in
     :class:`rewardpipe.models.Record` / ``RolloutTranscript`` shape), the lines it skipped (``file:line: why``),
-    whether any line carried a group id (``uid``) rather than being grouped by its prompt, and the components."""
+    whether any line carried a group id (``uid``) and whether any was grouped by its prompt, and the components."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     transcripts: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     grouped_by_uid: bool = False
+    grouped_by_prompt: bool = False  # any line grouped by its prompt (a dump of both trainers' steps has both)
     components: dict[str, None] = field(default_factory=dict)  # the numeric keys read, first seen first
     #: :func:`import_rollout_dump`: rollouts written, their steps, and the steps left as the store held them
     count: int = 0
@@ -449,6 +450,7 @@ def _read_file(
     out.components.update(components)
     for rollout in kept:
         out.grouped_by_uid = out.grouped_by_uid or rollout.by_uid
+        out.grouped_by_prompt = out.grouped_by_prompt or not rollout.by_uid
         values = {name: rollout.values.get(name) for name in components}
         ids = {
             "run_id": run_id,
@@ -525,6 +527,7 @@ def import_rollout_dump(
         if written or not steps:  # a step left as the run holds it had its lines named when it was imported
             summary.skipped += read.skipped
             summary.grouped_by_uid = summary.grouped_by_uid or read.grouped_by_uid
+            summary.grouped_by_prompt = summary.grouped_by_prompt or read.grouped_by_prompt
             summary.components.update(read.components)
     return summary
 

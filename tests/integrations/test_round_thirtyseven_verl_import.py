@@ -221,6 +221,25 @@ def test_a_step_mixing_uid_lines_and_prompt_lines_never_joins_them_in_one_group(
     assert len(read.skipped) == 2 and all("no uid" in s for s in read.skipped)
 
 
+def test_a_dump_of_both_trainers_steps_says_it_grouped_by_both(tmp_path):
+    """A run restarted under the other trainer dumps legacy steps (no uid) and v1 steps (uids): each step is grouped
+    its own way, and the import said "grouped by verl uid" for all of them."""
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+
+    folder = _dump(tmp_path, [_line(None, input=f"Q{g}", score=float(k % 2)) for g in range(3) for k in range(4)])
+    _dump(tmp_path, _step(2), name="2.jsonl")
+    out = CliRunner().invoke(app, ["verl", "import", str(folder), "--out", str(tmp_path / "store")])
+    assert out.exit_code == 0, out.output
+    assert "grouped by verl uid (steps written with one) and prompt text (steps without)" in out.output.replace(
+        "\n", ""
+    )
+    records = list(LocalStore(tmp_path / "store").iter_records("verl"))
+    assert {r.group_id for r in records if r.step == 2} == {"g0", "g1", "g2"}
+    assert len({r.group_id for r in records if r.step == 1}) == 3
+
+
 def test_a_step_file_rewritten_while_it_is_read_is_not_imported(tmp_path, monkeypatch):
     """verl rewrites a step file in place (a resumed run opens it with "w"): read across the rewrite, the step held
     the old batch's first lines and the new batch's last ones. Such a file is named and left for the next import."""
