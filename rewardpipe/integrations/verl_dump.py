@@ -589,8 +589,10 @@ def _import_step(
             valid = Record.model_validate(record)
             if not plan.again and record_key(valid) in held:
                 continue  # written by an earlier import, from the same line
-            store.put_record(valid)
+            # The transcript first: a record the store holds is skipped by the next import, so one written before a
+            # failure that lost its transcript would never get it.
             store.put_transcript(RolloutTranscript.model_validate(transcript))
+            store.put_record(valid)
         except ValueError as exc:
             summary.skipped.append(f"step {step} rollout {record['rollout_id'][:80]!r}: {exc}")
             continue

@@ -292,6 +292,31 @@ def test_again_never_mixes_a_rewritten_step_into_the_one_the_run_holds(tmp_path)
     assert {r.group_id for r in store.iter_records("run") if r.step == 1} == {"old0", "old1", "old2"}
 
 
+def test_a_store_failure_mid_step_leaves_no_record_without_its_transcript(tmp_path):
+    """A record was written before its transcript: the store failing in between left the record, which the next
+    import finds held and skips, so its transcript (an alarm's example) was never written."""
+    from rewardpipe.store import StoreError
+
+    class FailingOnce(LocalStore):
+        failed = False
+
+        def put_transcript(self, transcript):
+            if transcript.rollout_id == "g1_2" and not FailingOnce.failed:
+                FailingOnce.failed = True
+                raise StoreError("S3 went away")
+            return super().put_transcript(transcript)
+
+    folder = _dump(tmp_path, _step(1))
+    store = FailingOnce(tmp_path / "store")
+    with pytest.raises(StoreError):
+        import_rollout_dump(folder, store, "run")
+    import_rollout_dump(folder, store, "run")
+    records = list(store.iter_records("run"))
+    assert len(records) == 12
+    for r in records:
+        assert store.get_transcript(transcript_key("run", r.step, r.group_id, r.rollout_id)).rollout_id == r.rollout_id
+
+
 def test_two_imports_of_one_dump_at_once_write_each_rollout_once(tmp_path):
     folder = _dump(tmp_path, _step(1))
     for step in range(2, 6):
