@@ -501,12 +501,27 @@ def import_rollout_dump(
     one step file at a time (a long run's dump is never held whole). A step the store already holds for the run is
     left as it is (``already_stored``), so importing a growing dump again adds its new steps; ``again`` writes
     every step again (the same keys). Either way a step the dump no longer holds whole (rewritten by a resumed run)
-    is left as the run holds it and named. Returns what was read, without the records (``count``, ``steps``)."""
+    is left as the run holds it and named. The run is held for the import (:meth:`rewardpipe.store.Store.lock_run`:
+    a StoreError when another process writes it). Returns what was read, without the records (``count``,
+    ``steps``)."""
     from rewardpipe.store import run_id_problem
 
     problem = run_id_problem(run_id)
     if problem is not None:  # every rollout would be refused, one message each
         raise ValueError(problem)
+    # One writer a run (as `rewardpipe run` holds it): two imports at once each judged a step new or grown from
+    # what the run held when it looked, so two dumps' rollouts could both be written into one step.
+    lock = store.lock_run(run_id)
+    try:
+        return _import_locked(path, store, run_id, weights, again)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _import_locked(
+    path: str | Path, store: Any, run_id: str, weights: Mapping[str, float] | None, again: bool
+) -> DumpRead:
     plan = _Held(set() if run_id not in store.list_runs() else set(store.list_steps(run_id)), again)
     summary = DumpRead()
     given = Path(path).is_file()

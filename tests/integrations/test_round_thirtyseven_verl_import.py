@@ -318,6 +318,8 @@ def test_a_store_failure_mid_step_leaves_no_record_without_its_transcript(tmp_pa
 
 
 def test_two_imports_of_one_dump_at_once_write_each_rollout_once(tmp_path):
+    from rewardpipe.store import StoreError
+
     folder = _dump(tmp_path, _step(1))
     for step in range(2, 6):
         _dump(tmp_path, _step(step), name=f"{step}.jsonl")
@@ -326,6 +328,8 @@ def test_two_imports_of_one_dump_at_once_write_each_rollout_once(tmp_path):
     def run() -> None:
         try:
             import_rollout_dump(folder, LocalStore(tmp_path / "store"), "run")
+        except StoreError as exc:  # the other import holds the run: refused, named
+            assert "being written by another" in str(exc)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -337,6 +341,22 @@ def test_two_imports_of_one_dump_at_once_write_each_rollout_once(tmp_path):
     assert not errors
     records = list(LocalStore(tmp_path / "store").iter_records("run"))
     assert len(records) == 5 * 12 and len({(r.step, r.rollout_id) for r in records}) == 60
+
+
+def test_an_import_into_a_run_another_process_writes_is_refused_naming_it(tmp_path):
+    """The import took no hold of the run (``rewardpipe run`` does): two imports at once each judged a step new from
+    what the run held when it looked, and two dumps' rollouts could both land in one step."""
+    from rewardpipe.store import StoreError
+
+    folder = _dump(tmp_path, _step(1))
+    store = LocalStore(tmp_path / "store")
+    held = store.lock_run("run")
+    try:
+        with pytest.raises(StoreError, match="being written by another"):
+            import_rollout_dump(folder, LocalStore(tmp_path / "store"), "run")
+    finally:
+        held.close()
+    assert import_rollout_dump(folder, store, "run").count == 12  # released: the next import runs
 
 
 def test_duplicated_uids_across_steps_stay_in_their_steps(tmp_path):
