@@ -511,6 +511,7 @@ def import_rollout_dump(
         raise ValueError(problem)
     # One writer a run (as `rewardpipe run` holds it): two imports at once each judged a step new or grown from
     # what the run held when it looked, so two dumps' rollouts could both be written into one step.
+    dump_files(path)  # (a path that is no dump is said before anything is written into the store: the lock file)
     lock = store.lock_run(run_id)
     try:
         return _import_locked(path, store, run_id, weights, again)
