@@ -396,3 +396,22 @@ def test_no_file_descriptor_is_left_open(tmp_path):
         read_rollout_dump(folder)
     if before is not None:
         assert len(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.verl
+def test_verls_v1_writer_with_hostile_keys_and_scores_costs_those_lines_only(tmp_path):
+    """verl's own v1 writer, fed keys and scores no trainer should produce but a dump can hold: a NaN score, a key
+    with a terminal escape, a key given twice, a key whose index no integer holds. Each costs its line, named."""
+    pytest.importorskip("verl")
+    from tests.integrations.test_round_thirtysix_verl_monitor import _verls_writer
+
+    write = _verls_writer("verl.trainer.ppo.v1.trainer_base", "PPOTrainer")
+    keys = [f"u{g}_{k}_0" for g in range(3) for k in range(4)]
+    scores = [float(k % 2) for _ in range(3) for k in range(4)]
+    keys[1], keys[2], keys[5] = "u0\x1b[2J_1_0", "u0_0_0", "u1_1_" + "9" * 5000
+    scores[7] = float("nan")
+    write([f"Q{i // 4}" for i in range(12)], ["o"] * 12, [None] * 12, scores, {"uid": keys}, str(tmp_path / "d"), 4)
+    read = read_rollout_dump(tmp_path / "d")
+    assert len(read.records) == 8 and read.grouped_by_uid
+    assert sorted(int(s.split(".jsonl:")[1].split(":")[0]) for s in read.skipped) == [2, 3, 6, 8]
+    assert monitor_records(read.records).step(4).scored == 8
