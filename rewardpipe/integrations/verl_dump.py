@@ -96,6 +96,10 @@ def dump_files(path: str | Path, skipped: list[str] | None = None) -> list[Path]
     path = Path(path)
     if path.is_file():
         return [path]
+    if path.exists() and not path.is_dir():  # a pipe, a device: the import reads each file twice (its end first)
+        raise ValueError(
+            f"{path} is not a regular file or a directory: give trainer.rollout_data_dir or one <step>.jsonl"
+        )
     if not path.is_dir():
         raise ValueError(f"verl rollout dump not found: {path} (give trainer.rollout_data_dir or one <step>.jsonl)")
     by_step: dict[int, list[Path]] = {}

@@ -130,6 +130,14 @@ def test_only_a_dumps_own_name_of_a_step_is_read_beside_it(tmp_path):
     assert len(read.skipped) == 1 and "01.jsonl" in read.skipped[0]
 
 
+def test_a_dump_path_that_is_a_pipe_is_named_as_one(tmp_path):
+    """A FIFO given as the dump was "not found", though it is there."""
+    fifo = tmp_path / "dump.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file or a directory"):
+        read_rollout_dump(fifo)
+
+
 # -- (c) a line's length is bounded ----------------------------------------------------------------------------
 
 
