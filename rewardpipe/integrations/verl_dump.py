@@ -74,12 +74,12 @@ class DumpRead:
     transcripts: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     grouped_by_uid: bool = False
-    grouped_by_prompt: bool = False  # any line grouped by its prompt (a dump of both trainers' steps has both)
     components: dict[str, None] = field(default_factory=dict)  # the numeric keys read, first seen first
     #: :func:`import_rollout_dump`: rollouts written, their steps, and the steps left as the store held them
     count: int = 0
     steps: set[int] = field(default_factory=set)
     already_stored: list[int] = field(default_factory=list)
+    grouped_by_prompt: bool = False  # any line grouped by its prompt (a dump of both trainers' steps has both)
 
 
 def file_step(file: Path) -> int | None:
