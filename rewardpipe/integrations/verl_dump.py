@@ -80,6 +80,8 @@ class DumpRead:
     steps: set[int] = field(default_factory=set)
     already_stored: list[int] = field(default_factory=list)
     grouped_by_prompt: bool = False  # any line grouped by its prompt (a dump of both trainers' steps has both)
+    #: each record's output index in its session (verl's ``{uid}_{session}_{index}``; 0 without one)
+    output_indices: list[int] = field(default_factory=list, repr=False)
 
 
 def file_step(file: Path) -> int | None:
@@ -478,6 +480,7 @@ def _read_file(
             "metrics": {},
         }
         out.records.append(record)
+        out.output_indices.append(rollout.index)
         out.transcripts.append(
             {
                 **ids,
@@ -542,7 +545,7 @@ def _import_locked(
             steps.setdefault(record["step"], []).append(at)
         written = False
         for step, indices in steps.items():
-            rollouts = [(read.records[i], read.transcripts[i]) for i in indices]
+            rollouts = [(read.records[i], read.transcripts[i], read.output_indices[i]) for i in indices]
             written = _import_step(store, run_id, file, step, rollouts, plan, summary) or written
         if written or not steps:  # a step left as the run holds it had its lines named when it was imported
             summary.skipped += read.skipped
@@ -576,11 +579,11 @@ def _import_step(
     run_id: str,
     file: Path,
     step: int,
-    rollouts: list[tuple[dict[str, Any], dict[str, Any]]],
+    rollouts: list[tuple[dict[str, Any], dict[str, Any], int]],
     plan: _Held,
     summary: DumpRead,
 ) -> bool:
-    """Write one step's rollouts of a file (record and transcript pairs) as ``plan`` says of the step: a new one
+    """Write one step's rollouts of a file (record, transcript, output index) as ``plan`` says of the step: a new one
     whole; a held one left as it is, or, the newest (or any with ``again``), given the rollouts it lacks (all of
     them again with ``again``) when the file still holds every rollout the run has of it, else named and left. The
     step is judged by what it holds here, whatever file the lines came from (a copy of a step file under another
@@ -594,7 +597,7 @@ def _import_step(
         summary.already_stored.append(step)
         return False
     held = set(store.list_keys(step_prefix(run_id, step))) if step in plan.stored else set()
-    if held and not held <= {rollout_key(run_id, step, r["group_id"], r["rollout_id"]) for r, _ in rollouts}:
+    if held and not held <= {rollout_key(run_id, step, r["group_id"], r["rollout_id"]) for r, _, _ in rollouts}:
         # Not grown but rewritten (verl resumed from an earlier checkpoint writes the step again, other uids):
         # added to what the run holds, the step would be two batches' rollouts judged as one.
         summary.already_stored.append(step)
@@ -603,12 +606,15 @@ def _import_step(
             f"left as the run holds it; import into another --run-id to judge the new one"
         )
         return False
-    before, refused = summary.count, len(summary.skipped)
-    for record, transcript in rollouts:
+    before, refused, updated = summary.count, len(summary.skipped), False
+    for record, transcript, index in rollouts:
         try:  # a rollout the store refuses loses itself only
             valid = Record.model_validate(record)
-            if not plan.again and record_key(valid) in held:
-                continue  # written by an earlier import, from the same line
+            stored = record_key(valid) in held
+            # Written by an earlier import from the same line, unless the session has dumped a later output since
+            # (an agent loop's: the file was caught between two of them): its rollout is that one now.
+            if stored and not plan.again and index == 0:
+                continue
             # The transcript first: a record the store holds is skipped by the next import, so one written before a
             # failure that lost its transcript would never get it.
             store.put_transcript(RolloutTranscript.model_validate(transcript))
@@ -616,9 +622,12 @@ def _import_step(
         except ValueError as exc:
             summary.skipped.append(f"step {step} rollout {record['rollout_id'][:80]!r}: {exc}")
             continue
+        if stored and not plan.again:
+            updated = True
+            continue
         summary.count += 1
         summary.steps.add(step)
-    if held and summary.count == before and len(summary.skipped) == refused:
+    if held and summary.count == before and len(summary.skipped) == refused and not updated:
         summary.already_stored.append(step)
         return False
     return True

@@ -300,6 +300,20 @@ def test_again_never_mixes_a_rewritten_step_into_the_one_the_run_holds(tmp_path)
     assert {r.group_id for r in store.iter_records("run") if r.step == 1} == {"old0", "old1", "old2"}
 
 
+def test_a_session_caught_between_its_outputs_is_completed_with_its_last_one(tmp_path):
+    """An agent loop's session dumps several outputs, the last one the rollout verl trains on. A step file caught
+    between two of them was imported with the earlier output, and the next import, finding the rollout held, kept
+    it: the rollout was judged on an output verl did not train on."""
+    lines = [_line(f"g{g}_{k}_0", score=0.0) for g in range(2) for k in range(2)]
+    folder = _dump(tmp_path, lines)
+    store = LocalStore(tmp_path / "store")
+    assert import_rollout_dump(folder, store, "run").count == 4
+    _dump(tmp_path, [*lines, _line("g0_0_1", score=1.0)])  # the session's second output, written after
+    again = import_rollout_dump(folder, store, "run")
+    assert again.count == 0 and not again.skipped  # no new rollout, one changed
+    assert _aggregates(store, 1) == {"g0_0": 1.0, "g0_1": 0.0, "g1_0": 0.0, "g1_1": 0.0}
+
+
 def test_a_store_failure_mid_step_leaves_no_record_without_its_transcript(tmp_path):
     """A record was written before its transcript: the store failing in between left the record, which the next
     import finds held and skips, so its transcript (an alarm's example) was never written."""
