@@ -187,6 +187,11 @@ def _fallback_rollout(file: Path, lineno: int) -> str:
     return f"{stem}-l{lineno}"
 
 
+def _flagged(line: Mapping[str, Any]) -> bool:
+    """Whether rewardpipe's flag marks the line unscorable (``reward_error`` 1, or ``true``): an error record."""
+    return _component(line.get(ERROR_FLAG)) not in (None, 0.0)
+
+
 def _has_text(line: Mapping[str, Any], key: str) -> bool:
     value = line.get(key)
     return isinstance(value, str) and value != ""
@@ -244,7 +249,7 @@ class _Rollout:
     rollout_id: str
     index: int
     by_uid: bool
-    score: float
+    score: float | None  # None only for a flagged row (an error record)
     flagged: bool
     values: dict[str, float | None]
     prompt: str
@@ -284,8 +289,8 @@ class _FileReading:
                 rollout_id,
                 index,
                 by_uid,
-                float(line["score"]),
-                _component(line.get(ERROR_FLAG)) not in (None, 0.0),
+                _number(line.get("score")),
+                _flagged(line),
                 self._values(line),
                 _cut(line.get("input")),
                 _cut(line.get("output")),
@@ -297,9 +302,11 @@ class _FileReading:
         if not isinstance(line, dict):
             return f"a JSON {type(line).__name__}, not an object"
         score = _number(line.get("score"))
-        if score is None:
+        if _flagged(line):
+            pass  # an error record whatever verl trained on: its score is no statistic's
+        elif score is None:
             return "no finite numeric score (the reward verl trained on)"
-        if not is_score(score):
+        elif not is_score(score):
             return f"score {score_problem(score)}"
         if not _has_text(line, "uid") and not _has_text(line, "input"):
             # grouped by nothing, every such rollout of a step would be one group: a dead component looked alive
@@ -466,11 +473,12 @@ def _read_file(
             "task_id": rollout.group_id,
         }
         flagged = rollout.flagged
+        trained_on = "its score is no finite number" if rollout.score is None else f"verl trained on {rollout.score}"
         record = {
             **ids,
             "status": "error" if flagged else "scored",
             "error": (
-                {"kind": "reward_error", "message": f"rewardpipe could not score it (verl trained on {rollout.score})"}
+                {"kind": "reward_error", "message": f"rewardpipe could not score it ({trained_on})"}
                 if flagged
                 else None
             ),

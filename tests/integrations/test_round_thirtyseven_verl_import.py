@@ -205,6 +205,15 @@ def test_a_flag_written_as_true_makes_an_error_record(tmp_path):
     assert [r["status"] for r in read.records] == ["scored", "error"]
 
 
+@pytest.mark.parametrize("score", [float("nan"), None, "n/a"])
+def test_a_flagged_row_without_a_finite_score_is_an_error_record_not_dropped(tmp_path, score):
+    """A row ``reward_error`` flags is an error record whatever verl trained on; without a finite score it was
+    skipped, so the step's error rate never counted it."""
+    read = read_rollout_dump(_dump(tmp_path, [_line("g_0_0"), _line("g_1_0", score=score, reward_error=1.0)]))
+    assert [r["status"] for r in read.records] == ["scored", "error"] and not read.skipped
+    assert monitor_records(read.records).step(1).errors == 1
+
+
 @pytest.mark.parametrize("score", [1e300, -1e101])
 def test_a_score_past_any_reward_is_named_and_skipped(tmp_path, score):
     read = read_rollout_dump(_dump(tmp_path, [_line("g_0_0"), _line("g_1_0", score=score)]))
