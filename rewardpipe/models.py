@@ -721,7 +721,7 @@ def open_input(path: str | Path, *, follow_links: bool = True, pipes: bool = Tru
     (``/dev/zero`` never ends) raises :class:`InputFileError`. Other opening errors propagate (OSError).
     ``follow_links=False``: a symbolic link is not followed (an OSError); ``pipes=False``: a regular file only.
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0))
     fd = os.open(path, flags)
     try:
         mode = os.fstat(fd).st_mode
