@@ -162,20 +162,18 @@ def _identity(line: Mapping[str, Any], fallback: str) -> tuple[str, str, int, bo
     return "p" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16], fallback, 0, False
 
 
-def _id_problem(made: str) -> str | None:
-    return id_problem(made) or (
-        f"is {len(made)} characters long, at most {MAX_ID_LENGTH}" if len(made) > MAX_ID_LENGTH else None
-    )
-
-
 def _uid_problem(line: Mapping[str, Any]) -> str | None:
     """Why the line's uid cannot give the group and rollout ids (parts of it), or None: what every other input
     refuses (:data:`rewardpipe.models.InputId`: a terminal escape, a bidi override or a lone surrogate would be
     printed escaped, so `show` could never be given the id, and two ids could print alike), or longer than any id.
     Checked on the uid itself before its index part is read as an integer (5,000 digits are none int() reads)."""
     uid = line.get("uid")
-    problem = _id_problem(uid) if isinstance(uid, str) and uid else None
-    return None if problem is None else f"uid {str(uid)[:60]!a} {problem}"
+    if not (isinstance(uid, str) and uid):
+        return None  # (grouped by its prompt)
+    problem = id_problem(uid) or (
+        f"is {len(uid)} characters long, at most {MAX_ID_LENGTH}" if len(uid) > MAX_ID_LENGTH else None
+    )
+    return None if problem is None else f"uid {uid[:60]!a} {problem}"
 
 
 def _fallback_rollout(file: Path, lineno: int) -> str:
