@@ -820,7 +820,23 @@ class RewardPipeMonitor:
 
     def on_train_begin(self, args, state, control, **kwargs):  # noqa: ARG002 - TrainerCallback's signature
         self.group_size = getattr(args, "num_generations", None)
+        self._keep_transcripts_as_the_main_process()
         return control
+
+    def _keep_transcripts_as_the_main_process(self) -> None:
+        """Every process keeps its completions' transcripts when the main process stores them (its choice, sent
+        to the others: a collective every process's ``on_train_begin`` takes part in). The main process stores
+        every process's rows, so the store it was given is what counts: given to the main process only (``store=...
+        if RANK == 0 else None``), the other processes kept no transcripts, their completions were stored without
+        one and the alarms named examples that did not exist. A choice that does not arrive keeps them (bounded
+        text sent for nothing, rather than examples that cannot be opened)."""
+        try:
+            keeps = self.broadcast(self.scorer.keeps_transcripts)
+        except Exception as exc:  # monitoring never stops a run
+            self.failures.append(f"transcripts: {type(exc).__name__}: {exc}")
+            logger.exception("rewardpipe: the main process's choice to store transcripts did not arrive")
+            keeps = True
+        self.scorer.keeps_transcripts = bool(keeps)
 
     # -- the monitor -----------------------------------------------------------------------------------
 

@@ -325,12 +325,16 @@ def _rubric_class() -> Any:
 
 
 def _watch_group(watch: GroupWatch, states: list[Any], weights: Mapping[str, float], names: Mapping[str, Any]) -> None:
-    """Hand one scored group to ``watch``: each rollout's component metrics and its conversation. Monitoring never
-    stops the scoring: a failure is logged."""
+    """Hand one scored group to ``watch``: each rollout's component metrics and its conversation; and give each
+    rollout the group's within-group figures as metrics (:meth:`GroupWatch.group_metrics`, the figures TRL's callback
+    logs), which vf-eval and the trainers average over a batch. Monitoring never stops the scoring: a failure is
+    logged."""
+    components = [state.get("metrics") or {} for state in states]
+    component_weights = {name: float(weights.get(name, 1.0)) for name in names}
     try:
         watch.add_group(
-            [state.get("metrics") or {} for state in states],
-            {name: float(weights.get(name, 1.0)) for name in names},
+            components,
+            component_weights,
             [
                 _messages(state.get("prompt"), "user") + _messages(state.get("completion"), "assistant")
                 for state in states
@@ -338,6 +342,13 @@ def _watch_group(watch: GroupWatch, states: list[Any], weights: Mapping[str, flo
         )
     except Exception:
         logger.exception("rewardpipe: the within-group monitor could not take a group")
+    try:
+        figures = watch.group_metrics(components, component_weights)
+    except Exception:  # the rollouts keep their own metrics; the figures are missing from every one, never a part
+        logger.exception("rewardpipe: the group's within-group figures could not be computed")
+        return
+    for state in states:
+        state["metrics"] = {**(state.get("metrics") or {}), **figures}
 
 
 def _cut_by_infrastructure(vf: Any, state: Any) -> bool:

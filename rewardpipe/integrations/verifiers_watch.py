@@ -46,6 +46,13 @@ def _value(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def _population_std(values: Sequence[float]) -> float:
+    """The population std of finite values (the monitor's within-group std); 0.0 where rounding makes it no number."""
+    mean = math.fsum(values) / len(values)
+    spread = math.sqrt(max(math.fsum((value - mean) ** 2 for value in values) / len(values), 0.0))
+    return spread if math.isfinite(spread) else 0.0
+
+
 def _bounded(conversation: Any) -> Any:
     """``conversation`` with each message's text cut to KEPT_MESSAGE_CHARS (a text part's too) and, past KEPT_MESSAGES
     messages, its first and last ones; anything that is no list of messages as it is (its transcript is refused
@@ -172,6 +179,32 @@ class GroupWatch:
             "weights": weight_of,
             "aggregate": aggregate,
         }
+
+    def group_metrics(self, components: Sequence[Mapping[str, Any]], weights: Mapping[str, float]) -> dict[str, float]:
+        """One group's within-group figures as verifiers rollout metrics (``state["metrics"]``, which vf-eval and
+        the trainers average over a batch's rollouts), under the names TRL's callback logs:
+        ``rewardpipe/<component>/within_group_std`` (the population std of the group's scored values) and
+        ``rewardpipe/<component>/zero_variance_group_fraction`` (1.0 when the group gives GRPO nothing of it, by the
+        monitor's own zero-variance rule), also for ``aggregate``. Every rollout of the group carries the group's
+        figures, so their mean over a batch of equal groups is the batch's figure. A group with fewer than two
+        scored rollouts compares nothing: 1.0 and a std of 0.0 (the monitor leaves such a group out of its figures;
+        a rollout's metrics cannot be left out, and a NaN would make the batch's mean NaN). The step's verdict
+        (``dead``) and alarms are not rollout metrics: a step is judged after its last group, when its rollouts'
+        metrics are already set (``reports``, ``alarms`` and the log have them)."""
+        from rewardpipe.monitoring.thresholds import varies
+
+        records = [self._record(0, "g", index, values, weights) for index, values in enumerate(components)]
+        scored = [record for record in records if record["status"] == "scored"]
+        columns = {name: [float(record["components"][name]) for record in scored] for name in weights}
+        columns["aggregate"] = [float(record["aggregate"]) for record in scored]
+        epsilon = float(getattr(self.thresholds, "epsilon", 1e-6))
+        figures: dict[str, float] = {}
+        for name, values in columns.items():
+            spread = _population_std(values) if len(values) >= 2 else 0.0
+            alive = len(values) >= 2 and varies(values, epsilon, weights.get(name, 1.0))
+            figures[f"rewardpipe/{name}/within_group_std"] = spread
+            figures[f"rewardpipe/{name}/zero_variance_group_fraction"] = 0.0 if alive else 1.0
+        return figures
 
     def flush(self) -> Any:
         """Judge the groups not yet judged (the end of a run) as a step; None when there are none."""

@@ -71,14 +71,16 @@ def prompt_parity(messages) -> float:
 REWARD = Reward("toy", [GSM8K.components[0], char_mean, prompt_parity])
 
 
-def launch_two_processes(out: Path, store: Path | None = None) -> list[dict]:
+def launch_two_processes(out: Path, store: Path | None = None, *, main_only: bool = False) -> list[dict]:
     """tests/integrations/trl_two_processes.py on two real processes (torch.distributed with gloo), storing the run
-    in ``store`` when given; what each rank's callback saw."""
+    in ``store`` when given (``main_only``: given to the main process's callback only); what each rank's callback
+    saw."""
     out.mkdir(exist_ok=True)
     script = Path(__file__).with_name("trl_two_processes.py")
     launched = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script), str(out)]
-        + ([str(store)] if store is not None else []),
+        + ([str(store)] if store is not None else [])
+        + (["main"] if store is not None and main_only else []),
         capture_output=True,
         text=True,
         timeout=600,

@@ -1,10 +1,13 @@
 """A real two-process GRPOTrainer run on CPU (torch.distributed with gloo), launched by test_trl_real.py:
 
-    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/integrations/trl_two_processes.py OUT [STORE]
+    python -m torch.distributed.run --standalone --nproc_per_node 2 \
+        tests/integrations/trl_two_processes.py OUT [STORE [main]]
 
 Each process holds 10 of the 20 completions of a step (5 groups of 4), so the third group is split across
 the two processes. Every process writes what its RewardPipeCallback saw to OUT/rank<N>.json. With STORE, the
-callback stores the run there (run id ``trl-two-processes``), and a second launch on the same STORE resumes it.
+callback stores the run there (run id ``trl-two-processes``), and a second launch on the same STORE resumes it. With
+``main`` after STORE, only the main process's callback is given the store (``store=... if RANK == 0 else None``), as a
+user reading "the main process writes" may build it.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from tests.integrations.trl_toys import GROUP, PROMPTS, REWARD, char_tokenizer, 
 PER_PROCESS = 10  # 2 processes x 10 = 20 completions = 5 groups of GROUP; the third is split
 
 
-def main(out: Path, store: str | None = None) -> None:
+def main(out: Path, store: str | None = None, main_only: bool = False) -> None:
     tokenizer = char_tokenizer()
     local_rows: list[int] = []
+    if main_only and os.environ.get("RANK", "0") != "0":
+        store = None
     callback = RewardPipeCallback(reward=REWARD, run_id="trl-two-processes", store=store)
     gather = callback.gather
 
@@ -70,6 +75,7 @@ def main(out: Path, store: str | None = None) -> None:
         "reports": [report.to_dict() for report in callback.reports],
         "alarms": [(a.component, a.kind, a.cause) for a in callback.alarms],
         "alarm_steps": [(a.component, a.kind, a.step) for a in callback.alarms],
+        "alarm_examples": [list(a.examples) for a in callback.alarms],
         "state": callback.state.to_dict() if callback.state is not None else None,
         "failures": callback.failures,
         "log_history": trainer.state.log_history,
@@ -84,4 +90,4 @@ def main(out: Path, store: str | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)
+    main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None, sys.argv[3:4] == ["main"])
