@@ -172,7 +172,8 @@ class _Source:
         unfinished = progress.unfinished
         who = (
             f"run '{self.run_id}' in {path} is still being written (or was interrupted: `rewardpipe run "
-            f"--resume` finishes it)"
+            f"--resume` finishes it; a trainer's run, TRL's or verifiers', is finished at the end of its training "
+            f"when every step was stored whole)"
         )
         if step is not None and step in unfinished:
             fail(f"{who}: step {step} is not finished, so it is not judged")

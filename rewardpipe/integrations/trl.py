@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from rewardpipe.integrations.progress import StoredProgress
 from rewardpipe.models import (
     MAX_SCORE_MAGNITUDE,
     MAX_TASK_ID_LENGTH,
@@ -805,6 +806,11 @@ class RewardPipeMonitor:
         self.group_size: int | None = None
         self._said: dict[str, set[str]] = {}  # what was logged once, by topic (_first_time)
         self._resumed = self.store is None  # the store's own steps and state of this run not read yet
+        # The run's manifest and a marker per step stored whole (the main process's), so monitor and report never
+        # judge a step the store stopped taking half-way as the whole batch.
+        self.progress: StoredProgress | None = None
+        if self.store is not None:
+            self.progress = StoredProgress(self.store, self.run_id, "trl")
 
     @staticmethod
     def _open_store(store: Any) -> Any:
@@ -821,6 +827,16 @@ class RewardPipeMonitor:
     def on_train_begin(self, args, state, control, **kwargs):  # noqa: ARG002 - TrainerCallback's signature
         self.group_size = getattr(args, "num_generations", None)
         self._keep_transcripts_as_the_main_process()
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):  # noqa: ARG002 - TrainerCallback's signature
+        """The main process marks the stored run finished (its manifest's ``finished_at``) when every step of it was
+        stored whole: ``report`` then writes its triage. A run with a step cut short stays in progress, that step
+        named unfinished by ``monitor`` and ``report``."""
+        if self.progress is not None and getattr(state, "is_world_process_zero", True):
+            failed = self.progress.finish()
+            if failed is not None:
+                self._not_stored(failed)
         return control
 
     def _keep_transcripts_as_the_main_process(self) -> None:
@@ -1008,6 +1024,8 @@ class RewardPipeMonitor:
             if self._resumed:
                 self._persist(records, result, [row[2].get(TRANSCRIPT) for row in rows])
             else:  # the stored run could not be read: writing would replace its steps and state
+                if self.progress is not None:
+                    self.progress.incomplete = True
                 self._not_stored(f"{len(records)} record(s): the run's stored steps could not be read")
         return BatchJudgement(self.batches, result.step(self.batches), result.alarms, result.warnings, result.state)
 
@@ -1045,6 +1063,16 @@ class RewardPipeMonitor:
                 stored = sorted(set(steps))
                 self.history = StepHistory(load=stored_step(self.store, self.run_id), listing=lambda: stored)
         self._resumed = True
+        if self.progress is not None:
+            failed = self.progress.start(
+                reward=self.reward.name,
+                weights=self.reward.weights,
+                components=self.reward.describe(),
+                configuration={"num_generations": self.group_size},
+                stored_steps=bool(steps),
+            )
+            if failed is not None:
+                self._not_stored(failed)
 
     @staticmethod
     def metrics(report: Any) -> dict[str, float]:
@@ -1075,10 +1103,16 @@ class RewardPipeMonitor:
         # denied, bucket gone) ends this batch's record writes (each further one would wait out the store's
         # retries: monitoring must not stall training), but the alarms and the monitor state are still tried.
         lost: list[str] = []
+        progress = self.progress
+        reopened = progress.before_step() if progress is not None else None
+        if reopened is not None:
+            lost.append(reopened)
+        whole = True  # every record of the step stored: it is marked finished
         for index, raw in enumerate(records):
             try:
                 record = Record.model_validate(raw)
             except ValueError as exc:
+                whole = False
                 lost.append(f"record {raw.get('rollout_id')}: {type(exc).__name__}: {exc}")
                 continue
             given = transcripts[index] if index < len(transcripts) else None
@@ -1092,10 +1126,14 @@ class RewardPipeMonitor:
                 if transcript is not None:
                     self.store.put_transcript(transcript)
             except Exception as exc:  # noqa: BLE001 - reported below, training goes on
+                whole = False
                 lost.append(
                     f"{len(records) - index} record(s) from {raw.get('rollout_id')} on: {type(exc).__name__}: {exc}"
                 )
                 break
+        marked = progress.step_stored(self.batches, len(records), whole) if progress is not None else None
+        if marked is not None:
+            lost.append(marked)
         for failure in dispatch(result.alarms, [StoreAlarmSink(self.store, self.run_id)]):
             lost.append(f"alarm: {failure.error}")
         try:

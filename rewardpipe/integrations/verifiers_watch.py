@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
+from rewardpipe.integrations.progress import StoredProgress
 from rewardpipe.models import TRAINER_TRANSCRIPT_MESSAGE_CHARS, TRAINER_TRANSCRIPT_MESSAGES, cut_text, first_and_last
 from rewardpipe.safe_text import printable
 
@@ -112,8 +113,13 @@ class GroupWatch:
         self.failures: list[str] = []
         self.state: Any = None
         self.store = open_store(str(store)) if isinstance(store, (str, PurePath)) else store
+        # The run's manifest and a marker per step stored whole: monitor and report never judge a step the store
+        # stopped taking half-way as the whole step.
+        self.progress: StoredProgress | None = None
+        self._stored_before = False  # the store held steps of this run when the watch started (its manifest's say)
         if self.store is not None:
-            self._resume()
+            self.progress = StoredProgress(self.store, run_id, "verifiers")
+            self._stored_before = self._resume()
         self.history = StepHistory()
         self._pending: list[dict[str, Any]] = []
         self._groups = 0  # groups in _pending
@@ -207,9 +213,20 @@ class GroupWatch:
         return figures
 
     def flush(self) -> Any:
-        """Judge the groups not yet judged (the end of a run) as a step; None when there are none."""
+        """Judge the groups not yet judged (the end of a run) as a step; None when there are none. With a store, the
+        run is then marked finished when every step of it was stored whole (``report`` writes its triage); groups
+        given after a flush reopen it."""
         with self._lock:
-            return self._judge() if self._pending else None
+            report = self._judge() if self._pending else None
+            if self.progress is not None:
+                self._note(self.progress.finish())
+            return report
+
+    def _note(self, failed: str | None) -> None:
+        """A write of the run's manifest or step markers that failed: listed in ``failures`` and logged."""
+        if failed is not None:
+            self.failures.append(f"not stored: {failed}")
+            logger.warning("rewardpipe: not stored: %s", failed)
 
     def transcript(self, example: Mapping[str, Any] | Any) -> list[dict[str, Any]] | None:
         """The conversation of an alarm's example (a dict of ``Alarm.to_dict()["examples"]`` or its key), if kept."""
@@ -239,12 +256,12 @@ class GroupWatch:
             del self._transcripts[key]
         return report
 
-    def _resume(self) -> None:
-        """Go on after the steps the store holds for this run, with its saved monitor state."""
+    def _resume(self) -> bool:
+        """Go on after the steps the store holds for this run, with its saved monitor state; whether it had any."""
         from rewardpipe.monitoring.state import load_state
 
         if self.run_id not in self.store.list_runs():
-            return
+            return False
         steps = self.store.list_steps(self.run_id)
         state, bad = load_state(self.store, self.run_id)
         if bad is not None:
@@ -252,6 +269,7 @@ class GroupWatch:
         self.state = state
         last = max([*steps, -1 if state.last_step is None else state.last_step])
         self.step = last + 1
+        return bool(steps)
 
     def _persist(self, records: list[dict[str, Any]], result: Any) -> None:
         """The step's records, transcripts, alarms and the monitor state into the store; a refused write is logged."""
@@ -262,6 +280,12 @@ class GroupWatch:
 
         lost: list[str] = []
         refused: list[str] = []  # one line for the step's refused records (a full disk refuses every one)
+        progress = self.progress
+        if progress is not None:
+            if progress.manifest is None and not self.reports:  # the first step stored: the run's manifest first
+                weights = records[0]["weights"] if records else {}
+                self._note(progress.start(reward="verifiers", weights=weights, stored_steps=self._stored_before))
+            self._note(progress.before_step())
         for record in records:
             try:  # a record the store refuses loses itself only, never the step's records after it
                 self.store.put_record(Record.model_validate(record))
@@ -287,6 +311,10 @@ class GroupWatch:
                 lost.append(f"transcript of {record['rollout_id']}: {type(exc).__name__}: {exc}")
         if refused:
             lost.insert(0, f"records: {len(refused)} of {len(records)}, the first {refused[0]}")
+        if progress is not None and records:
+            marked = progress.step_stored(records[0]["step"], len(records), not refused)
+            if marked is not None:
+                lost.append(marked)
         lost += [
             f"alarm: {failure.error}" for failure in dispatch(result.alarms, [StoreAlarmSink(self.store, self.run_id)])
         ]

@@ -4,6 +4,8 @@ a store that stops taking writes mid-run)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rewardpipe.store import open_store, transcript_key
@@ -112,3 +114,133 @@ def test_a_real_rubric_gives_every_rollout_its_groups_figures():
         assert metrics["rewardpipe/answer_correct/zero_variance_group_fraction"] == 0.0
         assert metrics["rewardpipe/answer_correct/within_group_std"] == pytest.approx(0.5)
         assert metrics["reward_error"] == 0.0
+
+
+# --------------------------------------------------------------------------------------------------
+# A store that stops taking records half-way through a step
+
+PROMPTS = [f"{i}+{i}?" for i in range(4) for _ in range(2)]  # 4 groups of 2
+ANSWERS = ["2"] * 8
+
+
+def _refusing_store(path, refused_calls):
+    """A local store whose put_record refuses the calls numbered in ``refused_calls`` (a disk that filled up, a bucket
+    that throttles)."""
+    from rewardpipe.store import LocalStore
+
+    class Refusing(LocalStore):
+        calls = 0
+
+        def put_record(self, record):
+            Refusing.calls += 1
+            if Refusing.calls in refused_calls:
+                raise PermissionError("read-only file system")
+            return super().put_record(record)
+
+    return Refusing(path)
+
+
+def _batch(callback, completions):
+    for fn in callback.reward_funcs:
+        fn(prompts=PROMPTS, completions=completions, answer=ANSWERS)
+
+
+def _monitor_json(store_dir):
+    import json
+
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+
+    out = CliRunner().invoke(app, ["monitor", str(store_dir), "--json"])
+    return out.exit_code, (json.loads(out.stdout) if out.exit_code == 0 else out.output)
+
+
+def _trainer_state(main=True):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(is_world_process_zero=main, global_step=0)
+
+
+def test_a_trl_step_the_store_stopped_taking_half_way_is_never_judged_as_the_whole_batch(tmp_path):
+    """Before: the store refused the records from the sixth on, and ``rewardpipe monitor`` judged step 0 from the
+    five it held as if they were the batch (a group of one, figures of other groups than the ones trained on), with
+    nothing said. The step is now named unfinished and not judged; the next step, stored whole, is."""
+    from rewardpipe.integrations.trl import RewardPipeMonitor
+
+    callback = RewardPipeMonitor("gsm8k", store=_refusing_store(tmp_path, {6}), run_id="cut")
+    callback.group_size = 2
+    _batch(callback, ["#### 2", "#### 3"] * 4)
+    assert any("read-only file system" in failure for failure in callback.failures)
+    assert _monitor_json(tmp_path)[0] == 1  # no step finished: nothing judged
+    _batch(callback, ["#### 2", "#### 2"] * 4)
+    code, data = _monitor_json(tmp_path)
+    assert code == 0 and [s["step"] for s in data["steps"]] == [1]
+    assert data["unfinished_steps"] == [0] and data["in_progress"] is True
+    callback.on_train_end(None, _trainer_state(), None)
+    assert _monitor_json(tmp_path)[1]["unfinished_steps"] == [0]  # never marked finished over a cut step
+
+
+def test_a_trl_run_stored_whole_is_marked_finished_at_the_end_and_a_resume_reopens_it(tmp_path):
+    from rewardpipe.integrations.trl import RewardPipeMonitor
+    from rewardpipe.store import LocalStore, manifest_key
+
+    store = LocalStore(tmp_path)
+    callback = RewardPipeMonitor("gsm8k", store=store, run_id="whole")
+    callback.group_size = 2
+    _batch(callback, ["#### 2", "#### 3"] * 4)
+    callback.on_train_end(None, _trainer_state(main=False), None)  # another process never writes the manifest
+    assert store.get_json(manifest_key("whole"))["finished_at"] is None
+    callback.on_train_end(None, _trainer_state(), None)
+    manifest = store.get_json(manifest_key("whole"))
+    assert manifest["finished_at"] and manifest["command"] == "trl"
+    assert manifest["components"]["answer_correct"]["weight"] == 1.0
+    assert callback.failures == []
+
+    resumed = RewardPipeMonitor("gsm8k", store=_refusing_store(tmp_path, {3}), run_id="whole")
+    resumed.group_size = 2
+    _batch(resumed, ["#### 2", "#### 3"] * 4)  # step 1, cut: the finished run is in progress again
+    code, data = _monitor_json(tmp_path)
+    assert code == 0 and [s["step"] for s in data["steps"]] == [0] and data["unfinished_steps"] == [1]
+    resumed.on_train_end(None, _trainer_state(), None)
+    assert store.get_json(manifest_key("whole"))["finished_at"] is None
+
+
+def test_a_run_stored_before_without_a_manifest_keeps_every_step_counted(tmp_path):
+    """A run an earlier release stored (no manifest: every step counted) and resumed now is left as it was: a
+    manifest now would make every earlier step unfinished."""
+    from rewardpipe.integrations.trl import RewardPipeMonitor
+    from rewardpipe.store import LocalStore, manifest_key
+
+    store = LocalStore(tmp_path)
+    first = RewardPipeMonitor("gsm8k", store=store, run_id="old")
+    first.group_size = 2
+    _batch(first, ["#### 2", "#### 3"] * 4)
+    Path(store.path_of(manifest_key("old"))).unlink()  # as an earlier release stored it
+    again = RewardPipeMonitor("gsm8k", store=store, run_id="old")
+    again.group_size = 2
+    _batch(again, ["#### 2", "#### 3"] * 4)
+    code, data = _monitor_json(tmp_path)
+    assert code == 0 and [s["step"] for s in data["steps"]] == [0, 1] and data["in_progress"] is False
+
+
+def test_a_verifiers_step_the_store_stopped_taking_half_way_is_named_unfinished(tmp_path):
+    from rewardpipe.integrations.verifiers_watch import GroupWatch
+
+    watch = GroupWatch(groups_per_step=2, run_id="vf", store=_refusing_store(tmp_path, {3}))
+    for _ in range(4):
+        watch.add_group(_vf_group([1.0, 0.0]), VF_WEIGHTS)
+    assert any("read-only file system" in failure for failure in watch.failures)
+    code, data = _monitor_json(tmp_path)
+    assert code == 0 and [s["step"] for s in data["steps"]] == [1] and data["unfinished_steps"] == [0]
+    watch.flush()
+    assert _monitor_json(tmp_path)[1]["unfinished_steps"] == [0]
+
+    whole = GroupWatch(groups_per_step=2, run_id="vf-whole", store=str(tmp_path / "b"))
+    for _ in range(2):
+        whole.add_group(_vf_group([1.0, 0.0]), VF_WEIGHTS)
+    whole.flush()
+    assert open_store(str(tmp_path / "b")).run_progress("vf-whole").in_progress is False
+    for _ in range(2):  # a step after the flush reopens the run
+        whole.add_group(_vf_group([1.0, 0.0]), VF_WEIGHTS)
+    assert open_store(str(tmp_path / "b")).run_progress("vf-whole").in_progress is True

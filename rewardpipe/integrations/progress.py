@@ -1,0 +1,133 @@
+"""Which steps of a trainer's stored run are whole: the manifest and the step markers ``rewardpipe run`` writes.
+
+``monitor`` and ``report`` judge a store's finished steps only (see "When is a step finished?" in
+:mod:`rewardpipe.store`). A run with no manifest says nothing either way, so every stored step counted: a trainer
+whose store stopped taking records half-way through a batch (a full disk, a throttled bucket) left a step of some
+of its groups, or of part of a group, which ``monitor`` judged as the whole batch: figures and verdicts of groups
+that were not the ones trained on, with nothing said. The TRL callback and the verifiers ``GroupWatch`` write a
+manifest when they start a run, mark each step whose every record was stored, and (the TRL callback, at the end of
+training) the manifest's ``finished_at`` when nothing was lost, as ``rewardpipe run`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+logger = logging.getLogger("rewardpipe.progress")
+
+
+#: What a store needs for its steps to be marked (a store of your own may take records only).
+_PROGRESS_METHODS = ("put_json", "get_json", "mark_step_finished", "run_progress")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class StoredProgress:
+    """The manifest and step markers of one trainer run in ``store``. Each method returns what failed (a line for
+    the caller's ``failures``) or None; none of them raises: monitoring never stops a training run."""
+
+    def __init__(self, store: Any, run_id: str, command: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.command = command
+        self.manifest: dict[str, Any] | None = None  # the manifest this writer keeps up to date; None: none kept
+        self.incomplete = False  # a step of this writer's was not stored whole: the run is never marked finished
+        self.finished = False  # the manifest says finished: a step written after it reopens the run first
+
+    def start(
+        self,
+        *,
+        reward: str,
+        weights: Mapping[str, float],
+        components: Mapping[str, Any] | None = None,
+        configuration: Mapping[str, Any] | None = None,
+        stored_steps: bool = False,
+    ) -> str | None:
+        """Write the run's manifest, in progress (``finished_at`` null): a new run's, or a resumed run's again (its
+        new steps are then finished only once marked). A run stored without a manifest before (``stored_steps`` and
+        none found: every step of it counted) is left as it is."""
+        from rewardpipe import __version__
+        from rewardpipe.models import RunManifest
+        from rewardpipe.store import manifest_key
+
+        if not all(callable(getattr(self.store, name, None)) for name in _PROGRESS_METHODS):
+            return None  # a store of your own that takes records only: its steps say nothing, as before
+        try:
+            stored = self.store.get_json(manifest_key(self.run_id), default=None)
+            if stored is None and stored_steps:
+                return None
+            if isinstance(stored, Mapping):
+                manifest = RunManifest.model_validate(stored)
+                manifest.finished_at = None
+            else:
+                manifest = RunManifest(
+                    run_id=self.run_id,
+                    command=self.command,
+                    configuration=dict(configuration or {}),
+                    tasks_file=None,
+                    tasks_sha256=None,
+                    reward=reward,
+                    weights={name: float(weight) for name, weight in weights.items()},
+                    versions={"rewardpipe": __version__, "python": platform.python_version()},
+                    started_at=_now(),
+                    components=dict(components or {}),
+                )
+            self.store.put_json(manifest_key(self.run_id), manifest.to_dict())
+        except Exception as exc:  # noqa: BLE001 - reported by the caller; the run is stored as before, unmarked
+            return f"run manifest: {type(exc).__name__}: {exc}"
+        self.manifest = manifest.to_dict()
+        return None
+
+    def before_step(self) -> str | None:
+        """Before a step's records are written: a run marked finished (training called again on the same callback, a
+        watch given groups after its flush) is in progress again, or a step cut short now would be counted whole."""
+        from rewardpipe.store import manifest_key
+
+        if self.manifest is None or not self.finished:
+            return None
+        try:
+            self.store.put_json(manifest_key(self.run_id), self.manifest)
+        except Exception as exc:  # noqa: BLE001 - the run keeps its end: this writer marks nothing more
+            self.manifest = None
+            return f"run manifest (reopened): {type(exc).__name__}: {exc}"
+        self.finished = False
+        return None
+
+    def step_stored(self, step: int, records: int, whole: bool) -> str | None:
+        """Mark ``step`` finished when its ``records`` were all stored (``whole``); a step that was not is left
+        unmarked, so ``monitor`` names it unfinished rather than judging part of it."""
+        if self.manifest is None:
+            return None
+        if not whole:
+            self.incomplete = True
+            return None
+        try:
+            self.store.mark_step_finished(self.run_id, step, stored=records)
+        except Exception as exc:  # noqa: BLE001 - the step stays unfinished: not judged, never judged in part
+            self.incomplete = True
+            return f"step {step} finished marker: {type(exc).__name__}: {exc}"
+        return None
+
+    def finish(self) -> str | None:
+        """The manifest's ``finished_at`` (every step of the run is then counted) when every step of this writer
+        was stored whole; an incomplete run keeps its unfinished steps named."""
+        from rewardpipe.store import manifest_key
+
+        if self.manifest is None or self.incomplete:
+            return None
+        try:
+            # a step an earlier writer of the run (before a resume) left cut short stays unfinished: counted whole
+            # once the manifest says finished
+            if self.store.run_progress(self.run_id).unfinished:
+                return None
+            self.store.put_json(manifest_key(self.run_id), {**self.manifest, "finished_at": _now()})
+        except Exception as exc:  # noqa: BLE001 - the run stays in progress: its marked steps are still judged
+            return f"run manifest (end): {type(exc).__name__}: {exc}"
+        self.finished = True
+        return None
