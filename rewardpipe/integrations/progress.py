@@ -5,8 +5,11 @@
 whose store stopped taking records half-way through a batch (a full disk, a throttled bucket) left a step of some
 of its groups, or of part of a group, which ``monitor`` judged as the whole batch: figures and verdicts of groups
 that were not the ones trained on, with nothing said. The TRL callback and the verifiers ``GroupWatch`` write a
-manifest when they start a run, mark each step whose every record was stored, and (the TRL callback, at the end of
-training) the manifest's ``finished_at`` when nothing was lost, as ``rewardpipe run`` does.
+manifest when they start storing a run and mark each step whose every record was stored, as ``rewardpipe run``
+does. The manifest's ``finished_at`` is set after each step while every step of the run is whole, and cleared
+before the next step's records are written: a training killed between steps (as most end) leaves a finished run,
+every step counted as before; one killed, or refused by its store, half-way through a step leaves that step named
+unfinished.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class StoredProgress:
         self.manifest: dict[str, Any] | None = None  # the manifest this writer keeps up to date; None: none kept
         self.incomplete = False  # a step of this writer's was not stored whole: the run is never marked finished
         self.finished = False  # the manifest says finished: a step written after it reopens the run first
+        self.earlier_checked = False  # the run's steps before this writer's were read, and are all finished
 
     def start(
         self,
@@ -112,20 +116,25 @@ class StoredProgress:
         except Exception as exc:  # noqa: BLE001 - the step stays unfinished: not judged, never judged in part
             self.incomplete = True
             return f"step {step} finished marker: {type(exc).__name__}: {exc}"
-        return None
+        # Finished after every whole step (and reopened before the next one's records): a training killed between
+        # steps, as most end, leaves a run whose every step is counted (``report`` writes its triage), as before.
+        return self.finish()
 
     def finish(self) -> str | None:
-        """The manifest's ``finished_at`` (every step of the run is then counted) when every step of this writer
-        was stored whole; an incomplete run keeps its unfinished steps named."""
+        """The manifest's ``finished_at`` (every step of the run is then counted) when every step of the run was
+        stored whole; an incomplete run keeps its unfinished steps named."""
         from rewardpipe.store import manifest_key
 
-        if self.manifest is None or self.incomplete:
+        if self.manifest is None or self.incomplete or self.finished:
             return None
         try:
-            # a step an earlier writer of the run (before a resume) left cut short stays unfinished: counted whole
-            # once the manifest says finished
-            if self.store.run_progress(self.run_id).unfinished:
-                return None
+            # a step an earlier writer of the run (before a resume) left cut short stays unfinished: it would be
+            # counted whole once the manifest says finished (read once: this writer's own steps are known)
+            if not self.earlier_checked:
+                if self.store.run_progress(self.run_id).unfinished:
+                    self.incomplete = True
+                    return None
+                self.earlier_checked = True
             self.store.put_json(manifest_key(self.run_id), {**self.manifest, "finished_at": _now()})
         except Exception as exc:  # noqa: BLE001 - the run stays in progress: its marked steps are still judged
             return f"run manifest (end): {type(exc).__name__}: {exc}"

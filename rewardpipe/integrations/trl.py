@@ -831,8 +831,8 @@ class RewardPipeMonitor:
 
     def on_train_end(self, args, state, control, **kwargs):  # noqa: ARG002 - TrainerCallback's signature
         """The main process marks the stored run finished (its manifest's ``finished_at``) when every step of it was
-        stored whole: ``report`` then writes its triage. A run with a step cut short stays in progress, that step
-        named unfinished by ``monitor`` and ``report``."""
+        stored whole, as after each such step (again here: the last step's mark may have failed). A run with a step
+        cut short stays in progress, that step named unfinished by ``monitor`` and ``report``."""
         if self.progress is not None and getattr(state, "is_world_process_zero", True):
             failed = self.progress.finish()
             if failed is not None:

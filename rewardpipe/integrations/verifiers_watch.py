@@ -88,9 +88,11 @@ class GroupWatch:
     ``alarms`` (every alarm raised), ``state`` (the hysteresis carried from step to step).
 
     ``store`` (a directory, ``s3://bucket/prefix`` or a :class:`rewardpipe.store.Store`): each judged step's records,
-    transcripts and alarms and the monitor state are written there, so ``rewardpipe monitor`` and ``rewardpipe
-    report`` read the run; a run the store already holds goes on after its last step, with its saved state. A write
-    the store refuses is logged and listed in ``failures``; scoring goes on."""
+    transcripts and alarms and the monitor state are written there, with the run's manifest and a marker per step
+    stored whole (:mod:`rewardpipe.integrations.progress`), so ``rewardpipe monitor`` and ``rewardpipe report`` read
+    the run and never judge a step the store took only part of; a run the store already holds goes on after its
+    last step, with its saved state. A write the store refuses is logged and listed in ``failures``; scoring goes
+    on."""
 
     def __init__(
         self, groups_per_step: int = 8, thresholds: Any = None, run_id: str = "verifiers", store: Any = None
@@ -214,8 +216,7 @@ class GroupWatch:
 
     def flush(self) -> Any:
         """Judge the groups not yet judged (the end of a run) as a step; None when there are none. With a store, the
-        run is then marked finished when every step of it was stored whole (``report`` writes its triage); groups
-        given after a flush reopen it."""
+        run is marked finished when every step of it was stored whole (as after each such step)."""
         with self._lock:
             report = self._judge() if self._pending else None
             if self.progress is not None:

@@ -181,29 +181,44 @@ def test_a_trl_step_the_store_stopped_taking_half_way_is_never_judged_as_the_who
     assert _monitor_json(tmp_path)[1]["unfinished_steps"] == [0]  # never marked finished over a cut step
 
 
-def test_a_trl_run_stored_whole_is_marked_finished_at_the_end_and_a_resume_reopens_it(tmp_path):
+def test_a_trl_run_is_finished_after_each_whole_step_and_in_progress_while_a_step_is_written(tmp_path):
+    """A training killed between steps (as most end) leaves a finished run, every step counted (``report`` writes its
+    triage, as before the manifest); while a step's records are written the run is in progress, so one killed or
+    refused half-way leaves that step unfinished; a resumed run whose step was cut is never marked finished."""
     from rewardpipe.integrations.trl import RewardPipeMonitor
     from rewardpipe.store import LocalStore, manifest_key
 
-    store = LocalStore(tmp_path)
+    seen: list = []
+
+    class Watching(LocalStore):
+        def put_record(self, record):  # what the manifest says while each record is written
+            seen.append(self.get_json(manifest_key("whole"), default={}).get("finished_at"))
+            return super().put_record(record)
+
+    store = Watching(tmp_path)
     callback = RewardPipeMonitor("gsm8k", store=store, run_id="whole")
     callback.group_size = 2
-    _batch(callback, ["#### 2", "#### 3"] * 4)
-    callback.on_train_end(None, _trainer_state(main=False), None)  # another process never writes the manifest
-    assert store.get_json(manifest_key("whole"))["finished_at"] is None
-    callback.on_train_end(None, _trainer_state(), None)
-    manifest = store.get_json(manifest_key("whole"))
-    assert manifest["finished_at"] and manifest["command"] == "trl"
+    for _ in range(2):
+        _batch(callback, ["#### 2", "#### 3"] * 4)
+        manifest = store.get_json(manifest_key("whole"))
+        assert manifest["finished_at"] and manifest["command"] == "trl"
+    assert seen == [None] * 16  # in progress while every record was written, the second step's too
     assert manifest["components"]["answer_correct"]["weight"] == 1.0
     assert callback.failures == []
 
     resumed = RewardPipeMonitor("gsm8k", store=_refusing_store(tmp_path, {3}), run_id="whole")
     resumed.group_size = 2
-    _batch(resumed, ["#### 2", "#### 3"] * 4)  # step 1, cut: the finished run is in progress again
+    _batch(resumed, ["#### 2", "#### 3"] * 4)  # step 2, cut
     code, data = _monitor_json(tmp_path)
-    assert code == 0 and [s["step"] for s in data["steps"]] == [0] and data["unfinished_steps"] == [1]
+    assert code == 0 and [s["step"] for s in data["steps"]] == [0, 1] and data["unfinished_steps"] == [2]
+    _batch(resumed, ["#### 2", "#### 3"] * 4)  # step 3, whole: the run still holds a cut step
     resumed.on_train_end(None, _trainer_state(), None)
     assert store.get_json(manifest_key("whole"))["finished_at"] is None
+    again = RewardPipeMonitor("gsm8k", store=store, run_id="whole")  # resumed again: the cut step is read back
+    again.group_size = 2
+    _batch(again, ["#### 2", "#### 3"] * 4)
+    assert store.get_json(manifest_key("whole"))["finished_at"] is None
+    assert _monitor_json(tmp_path)[1]["unfinished_steps"] == [2]
 
 
 def test_a_run_stored_before_without_a_manifest_keeps_every_step_counted(tmp_path):
@@ -239,8 +254,6 @@ def test_a_verifiers_step_the_store_stopped_taking_half_way_is_named_unfinished(
     whole = GroupWatch(groups_per_step=2, run_id="vf-whole", store=str(tmp_path / "b"))
     for _ in range(2):
         whole.add_group(_vf_group([1.0, 0.0]), VF_WEIGHTS)
-    whole.flush()
-    assert open_store(str(tmp_path / "b")).run_progress("vf-whole").in_progress is False
-    for _ in range(2):  # a step after the flush reopens the run
-        whole.add_group(_vf_group([1.0, 0.0]), VF_WEIGHTS)
-    assert open_store(str(tmp_path / "b")).run_progress("vf-whole").in_progress is True
+    progress = open_store(str(tmp_path / "b")).run_progress("vf-whole")
+    assert progress.in_progress is False and progress.finished == [0]  # a run killed here is every step counted
+    assert whole.failures == []
