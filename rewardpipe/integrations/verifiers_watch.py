@@ -270,6 +270,14 @@ class GroupWatch:
         self.state = state
         last = max([*steps, -1 if state.last_step is None else state.last_step])
         self.step = last + 1
+        if last >= 0:  # said: every watch's run id is "verifiers" unless given, so another training's run goes on here
+            logger.warning(
+                "rewardpipe: run %s already holds steps up to %s in the store; this watch goes on at step %s with its "
+                "saved monitor state (pass another run_id= for a new run)",
+                self.run_id,
+                last,
+                self.step,
+            )
         return bool(steps)
 
     def _persist(self, records: list[dict[str, Any]], result: Any) -> None:

@@ -257,3 +257,18 @@ def test_a_verifiers_step_the_store_stopped_taking_half_way_is_named_unfinished(
     progress = open_store(str(tmp_path / "b")).run_progress("vf-whole")
     assert progress.in_progress is False and progress.finished == [0]  # a run killed here is every step counted
     assert whole.failures == []
+
+
+def test_a_watch_going_on_in_a_stored_run_says_so(tmp_path, caplog):
+    """Every GroupWatch's run id is "verifiers" unless given: a second training on the same store went on in the
+    first one's run (its steps, its hysteresis) without a word. It still goes on (a restart resumes), and says so."""
+    import logging
+
+    from rewardpipe.integrations.verifiers_watch import GroupWatch
+
+    first = GroupWatch(groups_per_step=1, store=str(tmp_path))
+    first.add_group(_vf_group([1.0, 0.0]), VF_WEIGHTS)
+    with caplog.at_level(logging.WARNING, logger="rewardpipe.verifiers"):
+        second = GroupWatch(groups_per_step=1, store=str(tmp_path))
+    assert second.step == 1
+    assert "run verifiers already holds steps up to 0" in caplog.text and "run_id=" in caplog.text
