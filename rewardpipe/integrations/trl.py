@@ -811,6 +811,9 @@ class RewardPipeMonitor:
         self.progress: StoredProgress | None = None
         if self.store is not None:
             self.progress = StoredProgress(self.store, self.run_id, "trl")
+        # (step, global step) of the stored run's last batch, read on resuming: a trainer resumed from a checkpoint
+        # before it is said to have rolled back (_rolled_back)
+        self._stored_global_step: tuple[int, int] | None = None
 
     @staticmethod
     def _open_store(store: Any) -> Any:
@@ -1027,7 +1030,25 @@ class RewardPipeMonitor:
                 if self.progress is not None:
                     self.progress.incomplete = True
                 self._not_stored(f"{len(records)} record(s): the run's stored steps could not be read")
-        return BatchJudgement(self.batches, result.step(self.batches), result.alarms, result.warnings, result.state)
+        warnings = list(result.warnings)
+        rolled_back = self._rolled_back(int(getattr(trainer_state, "global_step", 0) or 0))
+        if rolled_back is not None:
+            warnings.append({"kind": "resumed_before_stored_steps", "message": rolled_back})
+        return BatchJudgement(self.batches, result.step(self.batches), result.alarms, warnings, result.state)
+
+    def _rolled_back(self, global_step: int) -> str | None:
+        """What to say, once, when the trainer resumed from a checkpoint before the last batch the stored run holds
+        (its global step smaller than that batch's): the stored batches since were trained by a run rolled back since,
+        and the trainer's global steps go back in the records (the callback's steps go on)."""
+        stored, self._stored_global_step = self._stored_global_step, None
+        if stored is None or global_step >= stored[1]:
+            return None
+        return (
+            f"the trainer resumed at global step {global_step}, before the stored run's last batch (step {stored[0]}, "
+            f"global step {stored[1]}): the stored batches of the global steps since {global_step} were trained by "
+            f"a run since rolled back to its checkpoint; they stay stored and this run goes on at step "
+            f"{self.batches} (each record's metrics.global_step says which)"
+        )
 
     def _resume(self) -> None:
         """Go on after the steps this run already has in the store (a run resumed from a checkpoint under its
@@ -1055,6 +1076,7 @@ class RewardPipeMonitor:
             )
             self.batches = last + 1
             self.state = state or self.state
+            self._stored_global_step = self._last_global_step(steps)
             if steps and callable(getattr(self.store, "iter_records", None)):
                 # The saved state may hold a pool of small batches still open (``pooled_since``): its batches
                 # are read back from the store when it needs them, as monitor_step does, or the pool started over.
@@ -1073,6 +1095,20 @@ class RewardPipeMonitor:
             )
             if failed is not None:
                 self._not_stored(failed)
+
+    def _last_global_step(self, steps: Sequence[int]) -> tuple[int, int] | None:
+        """``(step, global step)`` of the last batch the stored run holds (one record of it read), or None."""
+        reader = getattr(self.store, "iter_records", None)
+        if not steps or not callable(reader):
+            return None
+        try:
+            record = next(iter(reader(self.run_id, max(steps), on_bad=lambda _bad: None)), None)
+        except Exception:  # noqa: BLE001 - said nothing of: the rollback warning is a courtesy, never a failure
+            return None
+        value = (record.metrics or {}).get("global_step") if record is not None else None
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        return max(steps), value
 
     @staticmethod
     def metrics(report: Any) -> dict[str, float]:

@@ -272,3 +272,42 @@ def test_a_watch_going_on_in_a_stored_run_says_so(tmp_path, caplog):
         second = GroupWatch(groups_per_step=1, store=str(tmp_path))
     assert second.step == 1
     assert "run verifiers already holds steps up to 0" in caplog.text and "run_id=" in caplog.text
+
+
+def test_a_trainer_resumed_from_a_checkpoint_before_the_stored_batches_is_said_to_have_rolled_back(tmp_path, caplog):
+    """Resumed from checkpoint-1 after the run had stored the batches of global steps 1 and 2: the trainer's global
+    step went back in the records (the callback's steps go on) and nothing said that the stored batches after the
+    checkpoint were trained by a run since rolled back. Now a warning says it, once, on every process."""
+    import logging
+    from types import SimpleNamespace
+
+    from rewardpipe.integrations.trl import RewardPipeMonitor
+
+    def batch(callback, global_step):
+        for fn in callback.reward_funcs:
+            fn(
+                prompts=PROMPTS,
+                completions=["#### 2", "#### 3"] * 4,
+                answer=ANSWERS,
+                trainer_state=SimpleNamespace(global_step=global_step),
+            )
+
+    first = RewardPipeMonitor("gsm8k", store=str(tmp_path), run_id="rb")
+    first.group_size = 2
+    for global_step in (0, 1, 2):
+        batch(first, global_step)
+    assert [w["kind"] for w in first.warnings if w["kind"] == "resumed_before_stored_steps"] == []
+
+    resumed = RewardPipeMonitor("gsm8k", store=str(tmp_path), run_id="rb")
+    resumed.group_size = 2
+    with caplog.at_level(logging.WARNING, logger="rewardpipe.trl"):
+        batch(resumed, 1)
+        batch(resumed, 2)
+    (said,) = [w for w in resumed.warnings if w["kind"] == "resumed_before_stored_steps"]
+    assert said["batch"] == 3 and "global step 1" in said["message"] and "step 2, global step 2" in said["message"]
+    assert caplog.text.count("rolled back") == 1
+
+    later = RewardPipeMonitor("gsm8k", store=str(tmp_path), run_id="rb")  # resumed from its last checkpoint
+    later.group_size = 2
+    batch(later, 3)
+    assert not [w for w in later.warnings if w["kind"] == "resumed_before_stored_steps"]
