@@ -8,8 +8,10 @@ mean it trains on). verifiers names no training step, so the watch counts groups
 (:func:`rewardpipe.monitoring.monitor_records`, the one every other path uses: its verdicts, pooling of small steps,
 hysteresis and causes); :meth:`GroupWatch.flush` judges the groups left at the end. An alarm is logged (logger
 ``rewardpipe.verifiers``) with its cause and an example rollout's completion, and kept in ``alarms``; the
-transcripts of the latest steps are kept for :meth:`GroupWatch.transcript`. A rollout verifiers scores alone
-(``score_rollout``) has no group and is not watched.
+transcripts of the latest steps are kept for :meth:`GroupWatch.transcript`. Each group's within-group figures
+(:meth:`GroupWatch.group_metrics`, the ones TRL's callback logs) are put in its rollouts' metrics by the rubric, where
+vf-eval and the trainers average them over a batch. A rollout verifiers scores alone (``score_rollout``) has no group
+and is not watched.
 """
 
 from __future__ import annotations
