@@ -855,9 +855,26 @@ _ROW_FIELDS = frozenset({"rollout_id", "task_id", "status", "error", "error_mess
 _TOKEN_FIELDS = ("completion_tokens", "simulator_tokens")
 
 
+def _metric_number(value: Any) -> float:
+    """An episode's metric as its mean reads it: a finite number (a boolean as 0 or 1); anything else (absent, NaN,
+    an infinity, a text where other episodes report a number) counts 0, as an episode that does not report it. Read
+    as given, one episode's NaN made the batch's mean NaN, and a text raised, which logged every figure of the batch
+    as 0."""
+    if isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, (int, float)):
+        return 0.0
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a float's range
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
 def episode_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Means over the process's completions: turns, the environment's replies, committed episodes, and every
-    numeric metric the environment adds (``spec_revealed`` for ask-before-coding)."""
+    numeric metric the environment adds (``spec_revealed`` for ask-before-coding); a value that is no finite number
+    counts as not reported (:func:`_metric_number`)."""
     count = len(rows)
     names = ["assistant_turns", "simulator_replies", "committed"]
     names += sorted(
@@ -872,7 +889,7 @@ def episode_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
             and not isinstance(v, bool)
         }
     )
-    out = {f"rewardpipe/episode/{name}": sum(float(row.get(name) or 0) for row in rows) / count for name in names}
+    out = {f"rewardpipe/episode/{name}": sum(_metric_number(row.get(name)) for row in rows) / count for name in names}
     tokens = sum(int(row.get("completion_tokens") or 0) for row in rows)
     out["rewardpipe/episode/simulator_token_fraction"] = (
         sum(int(row.get("simulator_tokens") or 0) for row in rows) / tokens if tokens else 0.0
