@@ -871,6 +871,23 @@ def _metric_number(value: Any) -> float:
     return number if math.isfinite(number) else 0.0
 
 
+def _unread_kind(value: Any) -> str | None:
+    """What an episode's metric is when its mean cannot read it as a number (``None`` when it can, or is absent)."""
+    if value is None or _metric_number(value) != 0.0 or value == 0:
+        return None
+    return "NaN or an infinity" if isinstance(value, float) else type(value).__name__
+
+
+@functools.cache
+def _warn_unread_metric(name: str, kinds: str) -> None:
+    logger.warning(
+        "rewardpipe: the episodes' metrics could not be logged as given: %s of some episodes is no finite number (%s); "
+        "those episodes count as not reporting it",
+        name,
+        kinds,
+    )
+
+
 def episode_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Means over the process's completions: turns, the environment's replies, committed episodes, and every
     numeric metric the environment adds (``spec_revealed`` for ask-before-coding); a value that is no finite number
@@ -889,6 +906,10 @@ def episode_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
             and not isinstance(v, bool)
         }
     )
+    for name in names:
+        unread = {_unread_kind(row.get(name)) for row in rows} - {None}
+        if unread:
+            _warn_unread_metric(name, ", ".join(sorted(unread)))
     out = {f"rewardpipe/episode/{name}": sum(_metric_number(row.get(name)) for row in rows) / count for name in names}
     tokens = sum(int(row.get("completion_tokens") or 0) for row in rows)
     out["rewardpipe/episode/simulator_token_fraction"] = (

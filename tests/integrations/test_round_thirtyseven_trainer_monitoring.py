@@ -313,9 +313,11 @@ def test_a_trainer_resumed_from_a_checkpoint_before_the_stored_batches_is_said_t
     assert not [w for w in later.warnings if w["kind"] == "resumed_before_stored_steps"]
 
 
-def test_an_episodes_metric_that_is_no_number_never_costs_the_batchs_episode_figures():
+def test_an_episodes_metric_that_is_no_number_never_costs_the_batchs_episode_figures(caplog):
     """An environment's metric NaN in one episode made its batch mean NaN (TRL's curve of it NaN); a text where the
-    other episodes report a number raised, and every episode figure of the batch was logged as 0."""
+    other episodes report a number raised, and every episode figure of the batch was logged as 0. Such a value now
+    counts as not reported, and a warning names the metric."""
+    import logging
     import math
 
     from rewardpipe.integrations.trl_episodes import episode_metrics
@@ -324,7 +326,9 @@ def test_an_episodes_metric_that_is_no_number_never_costs_the_batchs_episode_fig
         base = {"assistant_turns": turns, "simulator_replies": 1, "committed": True}
         return {**base, "completion_tokens": 10, "simulator_tokens": 2, **extra}
 
-    figures = episode_metrics([row(1, spec=math.nan), row(3, spec=1.0), row(2, spec="n/a"), row(2, spec=math.inf)])
+    with caplog.at_level(logging.WARNING, logger="rewardpipe.trl"):
+        figures = episode_metrics([row(1, spec=math.nan), row(3, spec=1.0), row(2, spec="n/a"), row(2, spec=math.inf)])
+    assert "spec of some episodes is no finite number (NaN or an infinity, str)" in caplog.text
     assert figures["rewardpipe/episode/assistant_turns"] == 2.0
     assert figures["rewardpipe/episode/spec"] == 0.25  # only the finite 1.0 reported, over the 4 episodes
     assert figures["rewardpipe/episode/committed"] == 1.0
