@@ -907,7 +907,7 @@ def episode_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         }
     )
     for name in names:
-        unread = {_unread_kind(row.get(name)) for row in rows} - {None}
+        unread = {kind for row in rows if (kind := _unread_kind(row.get(name))) is not None}
         if unread:
             _warn_unread_metric(name, ", ".join(sorted(unread)))
     out = {f"rewardpipe/episode/{name}": sum(_metric_number(row.get(name)) for row in rows) / count for name in names}
