@@ -12,10 +12,22 @@ round, each from a fresh process as a user runs it:
 * ``split floor``: the floor with the tests moved out of the model's process: the server runs them, and each call
   of the model's functions is one round trip to the child over a socket (marshal both ways). What keeping the
   tests apart costs at the least, whatever else a design adds;
+* ``hardened floor``: the split floor with the isolation issue 19's rules make mandatory and nothing else. Its
+  two servers are rewardpipe's own fork servers' code (``zygote.Zygote``, started as boot.py starts it, with the
+  configuration the CLI's would get: ``forkservers.fork_server_config``), so each sets up once what a fork server
+  does (network, IPC, mount and pid namespaces, the worker's cgroup, the Landlock ruleset, the seccomp template,
+  the pinned CPU), and per job makes the child's directory (its own tmpfs), its Landlock layer and descriptors
+  and forks it as a fork server forks a spare (``Zygote._fork_untrusted_burst``); the child applies
+  ``Zygote.harden_untrusted`` (session, descriptors, rlimits, uid, no_new_privs, parent-death signal, Landlock,
+  seccomp with its own pid), reseeds and sets its CPU limit, then serves the split floor's calls over the pipes
+  rewardpipe's children use. After the job the server kills what the child left (``_kill_untrusted_tree``) and
+  disposes of its directory. No trusted runner, no spares waiting, no checks between jobs, no records, no scorer;
+  the tests run in the server as in the split floor;
 * ``rewardpipe``: ``rewardpipe exec --batch --workers 2 --json``, every layer on.
 
 It prints the median wall time of each, the ratios, and what the goal (8x the blog) leaves: the most
-rewardpipe may take, as a multiple of the floor.
+rewardpipe may take, as a multiple of the floor. The hardened floor needs root (as rewardpipe's layers do); as
+another uid it runs with the layers that uid has, as rewardpipe would.
 
     .venv/bin/python benchmarks/fork_per_job_floor.py [--rounds 3] [--interpreter /usr/bin/python3.11]
 """
@@ -25,9 +37,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,6 +50,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from execution import blog_batch, cli_batch, humaneval_jobs, timed, write_jobs
 from fork_floor import IMPORT_AND_FREEZE
 
+from rewardpipe.execution import forkservers
+from rewardpipe.execution.forkservers import BOOT_SCRIPT, SandboxConfig, fork_server_config
 from rewardpipe.execution.runtime.zygote import PREIMPORTS
 
 GOAL = 8.0
@@ -142,17 +159,115 @@ for line in jobs:
 )
 
 
-def floor_batch(path: str, workers: int, interpreter: str, server: str = FLOOR_SERVER) -> int:
-    """The batch through ``workers`` floor servers (``server``'s code) started now; returns the jobs that passed."""
+# The hardened floor: rewardpipe's fork server (zygote.Zygote, loaded as boot.py loads it) serving the split floor's
+# protocol. Its children harden exactly as rewardpipe's (Zygote.harden_untrusted), then, instead of waiting for a job
+# and serving the trusted runner, run the job they were forked with and answer the calls over their pipes.
+HARDENED_FLOOR_SERVER = r"""
+import importlib.util, json, marshal, os, random, resource, struct, sys
+spec = importlib.util.spec_from_file_location("rp_boot", sys.argv[1])
+boot = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(boot)  # non-dumpable, the runtime imported: what boot.py does before zygote.main
+zygote, layers = boot.zygote, boot.zygote.layers
+HEADER = struct.Struct("<I")
+
+def send(fd, value):
+    view = memoryview(HEADER.pack(len(body := marshal.dumps(value))) + body)
+    while view:
+        view = view[os.write(fd, view):]
+
+def read_exact(fd, size):
+    data = b""
+    while len(data) < size and (chunk := os.read(fd, size - len(data))):
+        data += chunk
+    return data
+
+def receive(fd):
+    header = read_exact(fd, 4)
+    if len(header) < 4:
+        return None
+    size, = HEADER.unpack(header)
+    return marshal.loads(read_exact(fd, size))
+
+class HardenedFloor(zygote.Zygote):
+    job = None  # set before each fork: the child runs the job it is forked with
+
+    def _untrusted_child(self, fd_plan, confine):
+        self.harden_untrusted(fd_plan, confine)
+        random.seed()  # (rewardpipe's child too: nothing of the fork server's random state reaches a job)
+        if "rlimits" not in self.disabled:
+            cpu = layers.job_cpu_seconds(self.job["timeout_s"])
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        calls, replies = zygote.UNTRUSTED_FDS["read"], zygote.UNTRUSTED_FDS["write"]
+        try:
+            namespace = {}
+            exec(compile(self.job["code"], "<model code>", "exec"), namespace)
+            send(replies, [name for name, value in namespace.items() if callable(value) and name[:1] != "_"])
+            while (request := receive(calls)) is not None:
+                name, args, kwargs = request
+                try:
+                    send(replies, (True, namespace[name](*args, **kwargs)))
+                except BaseException as exc:
+                    send(replies, (False, repr(exc)))
+        except BaseException:
+            pass
+        os._exit(0)
+
+server = HardenedFloor(json.loads(sys.argv[2]), boot.OOM_SCORE_ADJ_FD)
+server.runner_pid = 0  # none: the tree kill spares no runner
+server.start_housekeeper()
+server.enter_job_cgroup()
+if sys.argv[3:] == ["show"]:  # what the layers are, as the CLI's isolation report gives them
+    sys.stderr.write(json.dumps(server.isolation, indent=1) + "\n")
+jobs, answers = os.fdopen(0, "rb"), os.fdopen(1, "wb", buffering=0)
+try:
+    for line in jobs:
+        server.job = job = json.loads(line)
+        child = server._fork_untrusted_burst(1)[0]
+        child.control.close()  # its job came with the fork
+        verdict = b"0"
+        try:
+            def stub(name):
+                def call(*args, **kwargs):
+                    send(child.runner_write, (name, args, kwargs))
+                    answer = receive(child.runner_read)
+                    if answer is None or not answer[0]:
+                        raise RuntimeError(answer)
+                    return answer[1]
+                return call
+            namespace = {name: stub(name) for name in receive(child.runner_read)}
+            exec(compile(job["tests"], "<tests>", "exec"), namespace)
+            namespace["check"](namespace[job["entry_point"]])
+            verdict = b"1"
+        except BaseException:
+            pass
+        child.release_runner_ends()
+        os.waitpid(child.pid, 0)
+        server._kill_untrusted_tree(child.pid)  # nothing the job left runs into the next one
+        server._dispose_job_dir(child.job_dir)
+        answers.write(verdict)
+finally:
+    server.close()
+"""
+
+
+def floor_batch(
+    path: str,
+    workers: int,
+    interpreter: str,
+    server: str = FLOOR_SERVER,
+    command: Callable[[int], list[str]] | None = None,
+) -> int:
+    """The batch through ``workers`` floor servers (``server``'s code, or ``command(index)``) started now; returns
+    the jobs that passed."""
     with open(path, "rb") as handle:
         lines = handle.read().splitlines(keepends=True)
     processes = [
         subprocess.Popen(
-            [interpreter, "-I", "-c", server, json.dumps(PREIMPORTS)],
+            command(index) if command else [interpreter, "-I", "-c", server, json.dumps(PREIMPORTS)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
-        for _ in range(workers)
+        for index in range(workers)
     ]
     passed = 0
     # Round robin, one job in flight per server, as each rewardpipe worker has one.
@@ -171,25 +286,52 @@ def floor_batch(path: str, workers: int, interpreter: str, server: str = FLOOR_S
     return passed
 
 
+def hardened_floor_batch(path: str, workers: int, interpreter: str, show: bool = False) -> int:
+    """The batch through ``workers`` hardened floor servers, configured as the CLI's fork servers would be (``show``:
+    the first prints its isolation report to stderr)."""
+    config = SandboxConfig.from_env()
+    uid_base = config.uid_base or forkservers._derived_uid_base()
+    directories = [tempfile.mkdtemp(prefix=f"rewardpipe-floor-{os.getpid()}-w{index}-") for index in range(workers)]
+    for directory in directories:
+        os.chmod(directory, 0o711)  # as forkservers._Worker: traversable by the jobs' uid, not listable
+
+    def command(index: int) -> list[str]:
+        settings = fork_server_config(
+            index, config, uid_base + index, config.cpu_for(index, workers), os.path.join(directories[index], "w")
+        )
+        shown = ["show"] if show and index == 0 else []
+        return [interpreter, "-I", "-B", "-c", HARDENED_FLOOR_SERVER, BOOT_SCRIPT, json.dumps(settings), *shown]
+
+    try:
+        return floor_batch(path, workers, interpreter, command=command)
+    finally:
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--interpreter", default="/usr/bin/python3.11", help="the fork servers' interpreter")
+    parser.add_argument("--show-isolation", action="store_true", help="the hardened floor's layers, once")
     args = parser.parse_args()
     jobs = humaneval_jobs()
     batch = jobs * 2
     path = write_jobs(jobs, 2)
-    seconds: dict[str, list[float]] = {"blog": [], "floor": [], "split floor": [], "rewardpipe": []}
+    forkservers._compile_runtime()  # the fork servers' bytecode, as the CLI writes it before its first start
+    designs: dict[str, Callable[[], int]] = {
+        "blog": lambda: blog_batch(batch, args.workers),
+        "floor": lambda: floor_batch(path, args.workers, args.interpreter),
+        "split floor": lambda: floor_batch(path, args.workers, args.interpreter, SPLIT_FLOOR_SERVER),
+        "hardened floor": lambda: hardened_floor_batch(path, args.workers, args.interpreter, args.show_isolation),
+        "rewardpipe": lambda: cli_batch(path, args.workers),
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in designs}
     passed: dict[str, int] = {}
     try:
         for number in range(1, args.rounds + 1):
-            for name, run in (
-                ("blog", lambda: blog_batch(batch, args.workers)),
-                ("floor", lambda: floor_batch(path, args.workers, args.interpreter)),
-                ("split floor", lambda: floor_batch(path, args.workers, args.interpreter, SPLIT_FLOOR_SERVER)),
-                ("rewardpipe", lambda: cli_batch(path, args.workers)),
-            ):
+            for name, run in designs.items():
                 spent, passed[name] = timed(run)
                 seconds[name].append(spent)
             print(
@@ -203,16 +345,27 @@ def main() -> None:
     median = {name: statistics.median(values) for name, values in seconds.items()}
     print(f"HumanEval x2: {len(batch)} jobs, {args.workers} workers, start-up included, median of {args.rounds} rounds")
     for name in seconds:
-        print(f"  {name:11s} {median[name]:6.2f} s  ({passed[name]}/{len(batch)} passed)")
-    print(f"  blog / floor       : {median['blog'] / median['floor']:5.2f}x  (a fork per job and nothing else)")
-    print(f"  blog / rewardpipe  : {median['blog'] / median['rewardpipe']:5.2f}x")
+        print(f"  {name:14s} {median[name]:6.2f} s  ({passed[name]}/{len(batch)} passed)")
+    print(f"  blog / floor          : {median['blog'] / median['floor']:5.2f}x  (a fork per job and nothing else)")
+    print(
+        f"  blog / hardened floor : {median['blog'] / median['hardened floor']:5.2f}x  (a fork per job with the "
+        "mandatory isolation and nothing else)"
+    )
+    print(f"  blog / rewardpipe     : {median['blog'] / median['rewardpipe']:5.2f}x")
     split = median["split floor"] / median["floor"]
-    print(f"  split floor / floor: {split:5.2f}  (the tests out of the model's process)")
-    print(f"  rewardpipe / floor : {median['rewardpipe'] / median['floor']:5.2f}")
+    print(f"  split floor / floor   : {split:5.2f}  (the tests out of the model's process)")
+    hardened = median["hardened floor"] / median["floor"]
+    print(f"  hardened floor / floor: {hardened:5.2f}  (and the isolation every child and fork server applies)")
+    print(f"  rewardpipe / floor    : {median['rewardpipe'] / median['floor']:5.2f}")
+    print(
+        f"  rewardpipe / hardened : {median['rewardpipe'] / median['hardened floor']:5.2f}  (the trusted runner, "
+        "spares, checks between jobs, records and the scorer)"
+    )
     allowed = median["blog"] / GOAL
     print(
-        f"  {GOAL:.0f}x the blog allows {allowed:.2f} s, {allowed / median['floor']:.2f} times the floor, for every "
-        "layer, the trusted runner, the records and the checks together"
+        f"  {GOAL:.0f}x the blog allows {allowed:.2f} s, {allowed / median['floor']:.2f} times the floor, "
+        f"{allowed / median['hardened floor']:.2f} times the hardened floor, for every layer, the trusted runner, "
+        "the records and the checks together"
     )
     with open("/proc/loadavg") as handle:
         print("Load average at the end:", " ".join(handle.read().split()[:3]), f"on {os.cpu_count()} cores")

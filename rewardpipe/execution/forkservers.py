@@ -325,6 +325,28 @@ class JobNotDelivered(WorkerFailure):
     """The fork server was gone before it received the job, so the job can safely be retried."""
 
 
+def fork_server_config(index: int, config: SandboxConfig, uid: int, cpu: int | None, worker_dir: str) -> dict:
+    """What fork server ``index`` is started with (boot.py's CONFIG_JSON, read by zygote.Zygote): its uid for the
+    model's code, its CPU and its limits. Also what benchmarks/fork_per_job_floor.py starts its hardened floor with."""
+    return {
+        "worker_index": index,
+        "cpu": cpu,
+        "uid": uid,
+        "server_uid": config.server_uid,
+        "disable": sorted(config.disable),
+        "memory_bytes": config.memory_mb << 20,
+        "runner_memory_bytes": config.runner_memory_mb << 20,
+        "disk_bytes": config.disk_mb << 20,
+        "disk_inodes": config.disk_inodes,
+        "pids_max": config.pids_max,
+        "max_workers": MAX_WORKERS,
+        "file_size_bytes": config.file_size_bytes,
+        "runner_recycle_jobs": config.runner_recycle_jobs,
+        "private_disk": config.resolved_private_disk(),
+        "worker_dir": worker_dir,
+    }
+
+
 class _Worker:
     def __init__(self, index: int, config: SandboxConfig, interpreter: str, uid: int, cpu: int | None = None):
         self.index = index
@@ -338,23 +360,7 @@ class _Worker:
             os.chown(self._dir, config.server_uid, config.server_uid)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.channel = ours
-        zygote_config = {
-            "worker_index": index,
-            "cpu": cpu,
-            "uid": uid,
-            "server_uid": config.server_uid,
-            "disable": sorted(config.disable),
-            "memory_bytes": config.memory_mb << 20,
-            "runner_memory_bytes": config.runner_memory_mb << 20,
-            "disk_bytes": config.disk_mb << 20,
-            "disk_inodes": config.disk_inodes,
-            "pids_max": config.pids_max,
-            "max_workers": MAX_WORKERS,
-            "file_size_bytes": config.file_size_bytes,
-            "runner_recycle_jobs": config.runner_recycle_jobs,
-            "private_disk": config.resolved_private_disk(),
-            "worker_dir": os.path.join(self._dir, "w"),
-        }
+        zygote_config = fork_server_config(index, config, uid, cpu, os.path.join(self._dir, "w"))
         try:
             with _DUMPABLE_STARTS.spawn() as record:
                 self.process = subprocess.Popen(

@@ -1395,10 +1395,12 @@ class Zygote:
                     os._exit(0)
             os.waitpid(sweeper, 0)
 
-    def _untrusted_child(self, fd_plan: tuple, confine: bool) -> None:
-        """Runs in the forked child: harden first, then wait for the job, then run the model's code.
-        ``fd_plan``: how to arrange its descriptors (see _fd_plan); ``confine``: whether it was given its own
-        Landlock layer."""
+    def harden_untrusted(self, fd_plan: tuple, confine: bool) -> None:
+        """Runs in a freshly forked child: every isolation a child applies to itself before its job (own session,
+        descriptors, rlimits, uid, no_new_privs, parent-death signal, Landlock, seccomp with its own pid); exits
+        with HARDENING_FAILED_EXIT if any step fails. ``fd_plan``: how to arrange its descriptors (see _fd_plan);
+        ``confine``: whether it was given its own Landlock layer. (Its own method so that
+        benchmarks/fork_per_job_floor.py measures a fork per job with exactly this isolation and nothing else.)"""
         try:
             os.setsid()
             _apply_fd_plan(fd_plan)
@@ -1438,6 +1440,11 @@ class Zygote:
                 os.write(2, f"sandbox hardening failed: {exc!r}\n".encode())
             finally:
                 os._exit(HARDENING_FAILED_EXIT)
+
+    def _untrusted_child(self, fd_plan: tuple, confine: bool) -> None:
+        """Runs in the forked child: harden first (see harden_untrusted), then wait for the job, then run the
+        model's code."""
+        self.harden_untrusted(fd_plan, confine)
         # Hardened. What does not depend on the job is prepared now, while the child waits (off the job's
         # critical path): its random seed. Its standard streams (fds 1 and 2 become the job's output files by
         # dup2 when it arrives) and the capture of what the model's code prints, warns and logs are the fork
