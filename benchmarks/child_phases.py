@@ -72,12 +72,15 @@ def instrumented_copy(tree: Path = ROOT) -> Path:
     copy = Path(tempfile.mkdtemp(prefix="rewardpipe-phases-"))
     shutil.copytree(tree / "rewardpipe", copy / "rewardpipe", ignore=shutil.ignore_patterns("__pycache__"))
     source = (copy / ZYGOTE).read_text().split("\n")
-    start = next(i for i, line in enumerate(source) if "def _untrusted_child(" in line)
-    end = next(i for i in range(start + 1, len(source)) if source[i].startswith("    def "))
+    child = next(i for i, line in enumerate(source) if "def _untrusted_child(" in line)
+    # From the hardening (its own method, harden_untrusted, right before _untrusted_child since round thirty-seven)
+    # to the end of _untrusted_child.
+    start = next((i for i, line in enumerate(source) if "def harden_untrusted(" in line), child)
+    end = next(i for i in range(child + 1, len(source)) if source[i].startswith("    def "))
     body = source[start:end]
     first = next(i for i, line in enumerate(body) if line.strip() == "try:")
     indent = " " * (len(body[first]) - len(body[first].lstrip()))
-    body.insert(first, indent + "_rp_marks = []")
+    body.insert(first, indent + "_rp_marks.clear()")  # a module-level list: the marks span two methods
     body.insert(first + 1, indent + MARK.format(name="forked"))
     for anchor, name in STEPS:
         at = next((i for i, line in enumerate(body) if anchor in line), None)
@@ -95,7 +98,7 @@ def instrumented_copy(tree: Path = ROOT) -> Path:
         loaded + 1,
         " " * (len(line) - len(line.lstrip())) + "os.write(2, ('PHASES ' + json.dumps(_rp_marks) + '\\n').encode())",
     )
-    (copy / ZYGOTE).write_text("\n".join(source[:start] + body + source[end:]))
+    (copy / ZYGOTE).write_text("\n".join([*source[:start], *body, *source[end:], "_rp_marks = []", ""]))
     serving = (copy / UNTRUSTED).read_text().split("\n")
     at = next((i for i, line in enumerate(serving) if SERVE_ANCHOR in line), None)
     if at is None:
