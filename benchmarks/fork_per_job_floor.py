@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -309,6 +310,14 @@ def hardened_floor_batch(path: str, workers: int, interpreter: str, show: bool =
             shutil.rmtree(directory, ignore_errors=True)
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of every process it and its children waited for (the servers, the CLI and
+    what each reaped: children, runners): what a design costs the machine, which varies less with the load than
+    its wall time does."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -328,12 +337,15 @@ def main() -> None:
         "rewardpipe": lambda: cli_batch(path, args.workers),
     }
     seconds: dict[str, list[float]] = {name: [] for name in designs}
+    cpu: dict[str, list[float]] = {name: [] for name in designs}
     passed: dict[str, int] = {}
     try:
         for number in range(1, args.rounds + 1):
             for name, run in designs.items():
+                before = cpu_seconds()
                 spent, passed[name] = timed(run)
                 seconds[name].append(spent)
+                cpu[name].append(cpu_seconds() - before)
             print(
                 f"round {number}: "
                 + ", ".join(f"{name} {values[-1]:.2f} s" for name, values in seconds.items())
@@ -345,7 +357,8 @@ def main() -> None:
     median = {name: statistics.median(values) for name, values in seconds.items()}
     print(f"HumanEval x2: {len(batch)} jobs, {args.workers} workers, start-up included, median of {args.rounds} rounds")
     for name in seconds:
-        print(f"  {name:14s} {median[name]:6.2f} s  ({passed[name]}/{len(batch)} passed)")
+        per_job = statistics.median(cpu[name]) / len(batch) * 1000
+        print(f"  {name:14s} {median[name]:6.2f} s  ({passed[name]}/{len(batch)} passed; CPU {per_job:.2f} ms a job)")
     print(f"  blog / floor          : {median['blog'] / median['floor']:5.2f}x  (a fork per job and nothing else)")
     print(
         f"  blog / hardened floor : {median['blog'] / median['hardened floor']:5.2f}x  (a fork per job with the "
