@@ -1,6 +1,6 @@
 """The floor under issue 19's CLI goal: the least any fork-per-job design takes for the same batch, start-up included.
 
-Four ways to run HumanEval x2 (the 164 canonical solutions twice, 328 jobs, 2 workers), interleaved round by
+Five ways to run HumanEval x2 (the 164 canonical solutions twice, 328 jobs, 2 workers), interleaved round by
 round, each from a fresh process as a user runs it:
 
 * ``blog``: the blog's harness, a new interpreter per job, 2 threads (benchmarks/blog_harness.py);
@@ -22,7 +22,8 @@ round, each from a fresh process as a user runs it:
   seccomp with its own pid), reseeds and sets its CPU limit, then serves the split floor's calls over the pipes
   rewardpipe's children use. After the job the server kills what the child left (``_kill_untrusted_tree``) and
   disposes of its directory. No trusted runner, no spares waiting, no checks between jobs, no records, no scorer;
-  the tests run in the server as in the split floor;
+  the tests run in the server as in the split floor. A bound, not a design: the tests live in the process the
+  next job's child is forked from, which issue 19's rules forbid (rewardpipe keeps them in a separate runner);
 * ``rewardpipe``: ``rewardpipe exec --batch --workers 2 --json``, every layer on.
 
 It prints the median wall time of each, the ratios, and what the goal (8x the blog) leaves: the most
@@ -30,6 +31,7 @@ rewardpipe may take, as a multiple of the floor. The hardened floor needs root (
 another uid it runs with the layers that uid has, as rewardpipe would.
 
     .venv/bin/python benchmarks/fork_per_job_floor.py [--rounds 3] [--interpreter /usr/bin/python3.11]
+        [--show-isolation]
 """
 
 from __future__ import annotations
