@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from constructs import Construct
 from rewardpipe.aws.metrics import NOVA_OLDEST_UNANSWERED
-from rewardpipe.integrations.nova.bridge import TURN_CHANNEL
+from rewardpipe.integrations.nova.bridge import ROUNDS_PREFIX, TURN_CHANNEL
 from rewardpipe.store import encode_id, run_prefix
 from stacks.config import DeploymentSettings
 from stacks.constructs.common import (
@@ -204,9 +204,13 @@ class NovaBridge(Construct):
         _check_range_mapping(settings, nova)
         stack = Stack.of(self).stack_name
         bucket = storage.bucket
-        # Bookkeeping objects are tiny and only needed while a rollout is in flight.
+        # Bookkeeping objects are tiny and only needed while a rollout is in flight. A sample's round markers are
+        # needed as long as the run (a round counted short reuses an earlier round's step): kept with its records.
         bucket.add_lifecycle_rule(
             id="NovaBookkeeping", prefix=NOVA_PREFIX, expiration=Duration.days(nova.bookkeeping_days)
+        )
+        bucket.add_lifecycle_rule(
+            id="NovaRounds", prefix=ROUNDS_PREFIX, expiration=Duration.days(settings.storage.expire_runs_days)
         )
         fns = settings.functions
         self.dead_letter_queues: dict[str, sqs.Queue] = {}
@@ -340,6 +344,7 @@ class NovaBridge(Construct):
             iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions])
         )
         grant_objects(self.intake, bucket.bucket_arn, f"tasks/inline/{encode_id(nova.run_id)}/", ["s3:PutObject"])
+        grant_prefix(self.intake, bucket.bucket_arn, ROUNDS_PREFIX, read=True, write=True)  # numbers the rounds
         self.forwarder.add_to_role_policy(task_response_statement())
         grant_objects(self.forwarder, bucket.bucket_arn, f"{run_records}state/", ["s3:GetObject"])
         self.generate_requests.grant_send_messages(self.forwarder)
@@ -514,8 +519,8 @@ class NovaBridge(Construct):
             [
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "Bridge bookkeeping is scoped to the nova/ prefix; keys are per rollout.",
-                    "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/nova/.*\\*$/g"}],
+                    "reason": "Bridge bookkeeping is scoped to the nova/ and nova-rounds/ prefixes (per-rollout keys).",
+                    "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/nova(-rounds)?/.*\\*$/g"}],
                 },
                 {
                     "id": "AwsSolutions-IAM5",

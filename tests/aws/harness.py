@@ -1173,6 +1173,38 @@ class Deployment:
         """A stack output's value, resolved against the deployed resources."""
         return self.resolve(self.synth.template["Outputs"][key]["Value"])
 
+    def expire_objects(self, written_before: Any, age_days: float) -> list[str]:
+        """Run the records bucket's lifecycle expiration as S3 would once the objects last written before
+        ``written_before`` (a datetime) are ``age_days`` old; returns the keys expired. moto never runs a lifecycle
+        rule, so without this a test cannot see an object the template lets S3 delete while the code still needs it.
+
+        S3: "Expiration actions ... the number of days after object creation", counted from the current version's
+        last write; on a versioned bucket expiring the current version adds a delete marker (what ``delete_object``
+        does here). https://docs.aws.amazon.com/AmazonS3/latest/userguide/intro-lifecycle-rules.html
+        The records bucket is the one that logs to another; a rule filtering by anything but a key prefix fails
+        loudly rather than be guessed."""
+        import boto3
+
+        buckets = self.of_type("AWS::S3::Bucket")
+        (records,) = [b for b in buckets.values() if "LoggingConfiguration" in b["Properties"]]
+        rules = records["Properties"].get("LifecycleConfiguration", {}).get("Rules", [])
+        due = []
+        for rule in rules:
+            if rule.get("Status") != "Enabled" or "ExpirationInDays" not in rule or rule["ExpirationInDays"] > age_days:
+                continue
+            if set(rule) - {"Id", "Status", "Prefix", "ExpirationInDays", "Transitions"}:
+                raise NotImplementedError(f"lifecycle rule {rule.get('Id')}: only prefix filters are simulated")
+            due.append(rule.get("Prefix", ""))
+        s3 = boto3.client("s3", region_name=REGION)
+        expired = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
+            for obj in page.get("Contents", []):
+                if obj["LastModified"] < written_before and any(obj["Key"].startswith(p) for p in due):
+                    expired.append(obj["Key"])
+        for key in expired:
+            s3.delete_object(Bucket=self.bucket, Key=key)
+        return expired
+
     def _deploy_network(self) -> None:
         import boto3
 

@@ -60,6 +60,13 @@ from rewardpipe.rewards import Reward
 
 logger = logging.getLogger("rewardpipe.nova")
 PREFIX = "nova/"
+# A sample's training rounds, counted for as long as the run's records are kept: outside ``nova/``, whose objects
+# the stack expires after ``bookkeeping_days`` (a marker that expired made a later round count fewer and take an
+# earlier round's step and execution name: taken for that round's redelivery, it was never started or answered).
+ROUNDS_PREFIX = "nova-rounds/"
+# Where the markers were kept before (under the expiring prefix): still counted, and copied out, so a run that spans
+# the upgrade keeps its numbering.
+_OLD_ROUNDS_PREFIX = f"{PREFIX}rounds/"
 # SQS's documented maximum message size; a generate request above it cannot be sent to Nova.
 MAX_SQS_MESSAGE_BYTES = 256 * 1024
 # How long an answer's claim (nova/answers/) is its claimer's alone: a claim older than this whose rollout is still
@@ -342,13 +349,19 @@ class Bridge:
         )
 
     def _round(self, request: RolloutRequest, key: str) -> int:
-        """Round = how many times this ``sample_id`` was requested before (with another timestamp)."""
-        marker = f"{PREFIX}rounds/{hashlib.sha256(request.sample_id.encode('utf-8')).hexdigest()[:40]}/"
-        existing = self.store.list_keys(marker)
-        mine = f"{marker}{key}.json"
-        if mine not in existing:
-            self.store.put_json(mine, {"sample_id": request.sample_id})
-            existing = sorted([*existing, mine])
+        """Round = how many times this ``sample_id`` was requested before (with another timestamp): one marker per
+        request under :data:`ROUNDS_PREFIX`, which the bookkeeping expiration never removes while the run lasts."""
+        folder = f"{hashlib.sha256(request.sample_id.encode('utf-8')).hexdigest()[:40]}/"
+        marker = f"{ROUNDS_PREFIX}{folder}"
+        existing = {k.removeprefix(marker) for k in self.store.list_keys(marker)}
+        for old in self.store.list_keys(f"{_OLD_ROUNDS_PREFIX}{folder}"):
+            name = old.rsplit("/", 1)[-1]
+            if name not in existing:  # a marker written before the upgrade, before it expires
+                self.store.put_json(f"{marker}{name}", {"sample_id": request.sample_id})
+                existing.add(name)
+        if f"{key}.json" not in existing:
+            self.store.put_json(f"{marker}{key}.json", {"sample_id": request.sample_id})
+            existing.add(f"{key}.json")
         return len(existing) - 1
 
     # -- policy turns ------------------------------------------------------------------------------
