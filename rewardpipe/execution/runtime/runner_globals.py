@@ -14,10 +14,13 @@ bounded by the runner's recycling; a part that fails to restore has the runner r
 
 from __future__ import annotations
 
+import _abc
+import abc
 import ast
 import atexit
 import builtins
 import codecs
+import collections
 import decimal
 import faulthandler
 import gc
@@ -34,6 +37,8 @@ import time
 import types
 import unittest
 import warnings
+import weakref
+from typing import Any
 
 # Signals whose handlers tests set (a timeout by SIGALRM, a handler for SIGTERM or SIGINT under test).
 _SIGNALS = tuple(
@@ -223,6 +228,303 @@ class ClassAttributes:
             raise RuntimeError(f"standard modules loaded and maybe changed by the tests: {', '.join(loaded)}")
 
 
+# Standard modules whose state another part of the baseline puts back, or that hold the runner's own live state
+# (threads, imports, processes, weak references, the environment): never put back by :class:`ModuleContents`.
+_LIVE_STATE_MODULES = frozenset(
+    {
+        *_UNWATCHED_MODULES,
+        "os",
+        "posix",
+        "abc",
+        "_abc",
+        "logging",
+        "warnings",
+        "threading",
+        "_thread",
+        "weakref",
+        "_weakrefset",
+        "gc",
+        "atexit",
+        "signal",
+        "importlib",
+        "asyncio",
+        "concurrent",
+        "multiprocessing",
+        "subprocess",
+        "selectors",
+        "random",
+        "faulthandler",
+        "tracemalloc",
+        "_io",
+        "io",
+    }
+)
+# Standard modules never imported ahead of the tests (importing them acts: a browser, a terminal, a banner).
+_NEVER_IMPORTED_AHEAD = frozenset(
+    {"this", "antigravity", "turtle", "turtledemo", "tkinter", "idlelib", "readline", "__hello__", "__phello__"}
+)
+_CONTENTS_DEPTH = 4  # module -> instance -> its attribute -> a tuple -> a dict (mimetypes' database)
+_CONTENTS_BUDGET = 50_000  # items copied for one job at most (beyond: the rest is left, the runner recycled)
+
+
+def named_standard_modules(tree: ast.Module) -> tuple[str, ...]:
+    """Every standard module the tests import, anywhere in their source, and each module an attribute chain from
+    one may name (``from unittest import mock``: ``unittest.mock``; ``json.decoder._CONSTANTS`` after ``import
+    json``: ``json.decoder``). Only the names that are modules at run time count. Read once per test source."""
+    bound: dict[str, str] = {}  # a name an import binds -> what it names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    root = alias.name.partition(".")[0]
+                    bound[root] = root
+                    bound[alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            bound[node.module] = node.module
+            for alias in node.names:
+                if alias.name != "*":
+                    bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    names = set(bound.values())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            parts = []
+            value: ast.expr = node
+            while isinstance(value, ast.Attribute):
+                parts.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                chain = bound[value.id]
+                for part in reversed(parts[1:]):  # (the last attribute names what the module holds)
+                    chain = f"{chain}.{part}"
+                    names.add(chain)
+    return tuple(sorted(name for name in names if name.partition(".")[0] in sys.stdlib_module_names))
+
+
+def _signature(value: object) -> tuple:
+    """What a container holds, by identity (its keys and values in order, its items): compared at C speed."""
+    if isinstance(value, dict):
+        return tuple(map(id, value)), tuple(map(id, value.values()))
+    if isinstance(value, set):
+        return (frozenset(map(id, value)),)
+    return (tuple(map(id, value)),)  # type: ignore[call-overload]
+
+
+def _copy_of(value: object) -> object:
+    return value.copy() if isinstance(value, (dict, set)) else list(value)  # type: ignore[call-overload]
+
+
+def _put_back(value: Any, copy: Any) -> None:
+    value.clear()
+    if isinstance(value, (dict, set)):
+        value.update(copy)
+    else:
+        value.extend(copy)
+
+
+_CONTAINERS = (dict, list, set, collections.deque, collections.OrderedDict, collections.defaultdict)
+# A module's name -> (its namespace's signature, the containers and the instances' attribute dicts found in it):
+# found again only when the module's names are bound to other objects.
+_FOUND: dict[str, tuple[tuple, list, bool]] = {}
+# A container's id -> (it, its copy, its signature): the copy is made again only when what it holds changed (a job
+# that changes nothing has it put back as it was, so the next job's copy would be the same).
+_COPIES: dict[int, tuple[object, object, tuple]] = {}
+
+
+def _find_contents(module: types.ModuleType) -> tuple[list, bool]:
+    """The containers a module holds (and the attribute dicts of the instances of its own classes it holds, and
+    what those hold in turn, to _CONTENTS_DEPTH), and whether there were more than _CONTENTS_BUDGET items."""
+    namespace = vars(module)
+    signature = _signature(namespace)
+    found = _FOUND.get(module.__name__)
+    if found is not None and found[0] == signature:
+        return found[1], found[2]
+    own = module.__name__
+    containers: list = []
+    seen: set[int] = set()
+    budget = [_CONTENTS_BUDGET]
+
+    def walk(value: object, depth: int) -> None:
+        if depth <= 0 or id(value) in seen:
+            return
+        kind = type(value)
+        if kind in _CONTAINERS:
+            seen.add(id(value))
+            budget[0] -= len(value)  # type: ignore[arg-type]
+            if budget[0] >= 0:
+                containers.append(value)
+                if kind is not set:
+                    items: Any = value.values() if isinstance(value, dict) else value
+                    for item in list(items):
+                        walk(item, depth - 1)
+        elif kind is tuple:
+            seen.add(id(value))
+            for item in value:  # type: ignore[attr-defined]
+                walk(item, depth - 1)
+        elif isinstance(value, type):
+            if value.__module__ == own:  # a class of the module's own: the containers it holds (an enum's member map)
+                seen.add(id(value))
+                for item in list(vars(value).values()):
+                    if type(item) in _CONTAINERS:
+                        walk(item, depth - 1)
+        elif getattr(kind, "__module__", None) == own and type(getattr(value, "__dict__", None)) is dict:
+            # an instance of the module's own class it holds (reprlib.aRepr, calendar's TextCalendar, mock.sentinel)
+            seen.add(id(value))
+            containers.append(vars(value))
+            for item in list(vars(value).values()):
+                walk(item, depth - 1)
+
+    for name, value in list(namespace.items()):
+        if name != "__builtins__":  # (built-ins: Baseline's own part)
+            walk(value, _CONTENTS_DEPTH)
+    _FOUND[own] = (signature, containers, budget[0] < 0)
+    return containers, budget[0] < 0
+
+
+class ModuleContents:
+    """What the standard modules the tests import hold in place, recorded before the tests load and put back when
+    they are done. Round thirty-seven: state a task's tests changed *in place* lasted for every later job of the
+    runner (any task's): ``copy._deepcopy_dispatch[list] = ...``, ``mimetypes.add_type``, ``copyreg.pickle``,
+    ``keyword.kwlist.append``, ``http.client.responses[200] = ...``, ``reprlib.aRepr.maxlist = 1``,
+    ``calendar.setfirstweekday(6)``: each failed a later task's right answer. Recorded: the globals of each named
+    module (or loaded submodule of it) that its own code rebinds (a name the tests add is left, as
+    :class:`WatchedModule` leaves it), the dicts, lists, sets and deques it holds, the attributes of the instances of
+    its own classes it holds, and what those hold in turn (to :data:`_CONTENTS_DEPTH`): a shallow copy of each,
+    compared by identity and put back in place. State kept in C (``csv``'s limit and dialects) has its own record;
+    ABC registrations and codec search functions are noted as they are made (:class:`Registrations`). Where each
+    container is is found once per module (again when its names change); a job copies and compares what its tests'
+    modules hold (tens of microseconds for unittest's)."""
+
+    def __init__(self, names: tuple[str, ...]):
+        for name in names:
+            if name not in sys.modules and name.partition(".")[0] not in _NEVER_IMPORTED_AHEAD:
+                try:  # (the tests import it at once, or in a test: imported ahead, it is recorded as it loads)
+                    importlib.import_module(name)
+                except Exception:  # noqa: BLE001 - (the tests' own import reports it; or a name, not a module)
+                    continue
+        modules = sys.modules
+        self.modules = [
+            modules[name]
+            for name in names
+            if name in modules
+            and name.partition(".")[0] not in _LIVE_STATE_MODULES
+            and isinstance(modules[name], types.ModuleType)
+        ]
+        self.namespaces = [(module, dict(vars(module)), _signature(vars(module))) for module in self.modules]
+        self.copies: list[tuple[object, object, tuple]] = []
+        self.overflowed = False
+        seen: set[int] = set()
+        for module in self.modules:
+            containers, overflowed = _find_contents(module)
+            self.overflowed = self.overflowed or overflowed
+            for value in containers:
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    signature = _signature(value)
+                    kept = _COPIES.get(id(value))
+                    if kept is None or kept[0] is not value or kept[2] != signature:
+                        kept = _COPIES[id(value)] = (value, _copy_of(value), signature)
+                    self.copies.append(kept)
+        self.c_state = {name: get() for name, (get, _) in _C_STATE.items() if name in sys.modules}
+
+    def restore(self) -> None:
+        """Put back every recorded global, container and instance that differs; raise if some were too many to
+        record."""
+        restored = False
+        for module, saved, signature in self.namespaces:
+            namespace = vars(module)
+            if _signature(namespace) != signature:
+                for name, value in saved.items():
+                    if namespace.get(name, saved) is not value:
+                        namespace[name] = value
+                        restored = True
+        for value, copy, signature in self.copies:
+            if _signature(value) != signature:
+                _put_back(value, copy)
+                restored = True
+        for name, state in self.c_state.items():
+            get, put = _C_STATE[name]
+            if get() != state:
+                put(state)
+        if restored and any(module.__name__.startswith("encodings") for module in self.modules):
+            flush_codec_caches()  # (a lookup cached an alias the tests added)
+        if self.overflowed:
+            raise RuntimeError("standard modules holding more than the runner records for one job")
+
+
+def _csv_state() -> tuple:
+    import csv
+
+    return csv.field_size_limit(), {name: csv.get_dialect(name) for name in csv.list_dialects()}
+
+
+def _put_csv_state(state: tuple) -> None:
+    import csv
+
+    limit, dialects = state
+    csv.field_size_limit(limit)
+    for name in csv.list_dialects():
+        if name not in dialects:
+            csv.unregister_dialect(name)
+    for name, dialect in dialects.items():
+        csv.register_dialect(name, dialect)
+
+
+# State a standard module keeps in C, which no container records: how to read it and put it back, by module.
+_C_STATE = {"_csv": (_csv_state, _put_csv_state)}
+
+
+def flush_codec_caches() -> None:
+    """Empty the interpreter's codec lookup cache (unregistering a search function does; there is no other way)."""
+    encodings = sys.modules.get("encodings")
+    if encodings is not None and isinstance(getattr(encodings, "_cache", None), dict):
+        encodings._cache.clear()
+
+    def nothing(_name: str) -> None:
+        return None
+
+    codecs.register(nothing)
+    codecs.unregister(nothing)
+
+
+class Registrations:
+    """ABC registrations and codec search functions a job's tests make, noted as they are made and undone when the
+    job ends. Round thirty-seven: ``collections.abc.Sequence.register(dict)`` or ``codecs.register(search)`` lasted
+    for every later job of the runner (both live in C, out of any module's reach). What a standard module registers
+    as it is first imported is its own (``numbers`` registers ``int`` as ``Integral``) and stays: the runner's
+    wrappers do not note a call made while a module is being imported."""
+
+    def __init__(self) -> None:
+        self.abc: dict[int, tuple[weakref.ref, list[type]]] = {}
+        self.codecs: list[object] = []
+
+    def note_abc(self, cls: type) -> None:
+        if id(cls) not in self.abc:
+            registry = _abc._get_dump(cls)[0]
+            alive = [ref() for ref in registry]
+            self.abc[id(cls)] = (weakref.ref(cls), [sub for sub in alive if sub is not None])
+
+    def note_codec_search(self, function: object) -> None:
+        self.codecs.append(function)
+
+    def restore(self) -> None:
+        noted, self.abc = self.abc, {}
+        for ref, subclasses in noted.values():
+            cls = ref()
+            if cls is None:  # (the tests' own ABC, gone with them)
+                continue
+            _abc._reset_registry(cls)
+            for subclass in subclasses:
+                _abc._abc_register(cls, subclass)
+            for ancestor in cls.__mro__:  # (each caches what it found a subclass through cls's registry)
+                if isinstance(ancestor, abc.ABCMeta):
+                    _abc._reset_caches(ancestor)
+        functions, self.codecs = self.codecs, []
+        for function in functions:
+            codecs.unregister(function)  # type: ignore[arg-type]  # (it empties the lookup cache too)
+
+
 # The attributes of a function that CPython audits when set or deleted ("object.__setattr__", "object.__delattr__").
 _AUDITED_FUNCTION_ATTRIBUTES = frozenset({"__defaults__", "__kwdefaults__", "__code__"})
 _FUNCTIONS_CHANGED: dict[tuple[int, str], tuple[types.FunctionType, str, object]] = {}
@@ -346,6 +648,14 @@ def _logging_factories() -> tuple:
 _NEW_LOGGER = (logging.NOTSET, False, True, (), ())  # a logger first made by one job's tests, as logging makes it
 
 
+def partial_setattr(target: object):
+    return lambda name, value: setattr(target, name, value)
+
+
+def partial_delattr(target: object):
+    return lambda name: delattr(target, name)
+
+
 def _restore_namespace(current: dict, saved: dict, set_item, delete_item) -> None:
     for name in [name for name in current if name not in saved]:
         delete_item(name)
@@ -430,6 +740,13 @@ class Baseline:
         self.event_loop_policy = _event_loop_policy()
         self.gc = (gc.isenabled(), gc.get_threshold())
         self.classes: ClassAttributes | None = None  # this job's, where its tests change a standard class
+        self.contents: ModuleContents | None = None  # this job's: what the standard modules it imports hold
+        self.registrations = Registrations()  # ABC registrations and codec search functions this job made
+        # sys's and __main__'s names (both unwatched: a name added to either lasted until the runner was recycled)
+        self.sys_names = dict(vars(sys))
+        main = sys.modules.get("__main__")
+        self.main = (main, dict(vars(main))) if isinstance(main, types.ModuleType) else None
+        self.path_importer_cache = dict(sys.path_importer_cache)
         self.audit_hook_added = False  # set from the runner's audit hook (sys.addaudithook's own event)
 
     def unseen_change(self) -> str | None:
@@ -464,6 +781,9 @@ class Baseline:
             ("unittest", self._unittest),
             ("modules", self._modules),
             ("standard classes", self._classes),
+            ("standard modules' contents", self._contents),
+            ("registrations", self.registrations.restore),
+            ("sys and __main__", self._namespaces),
             ("function defaults", _restore_functions),
             ("environment", self._environment),
             ("interpreter", self._interpreter),
@@ -542,8 +862,11 @@ class Baseline:
                 modules[name] = module
         if len(modules) != self.module_count:
             added = {name: module for name, module in modules.items() if name not in self.modules}
-            for name, module in added.items():
-                if not _is_imported(module):
+            known = {id(module) for module in self.modules.values()}
+            for name, module in list(added.items()):
+                # put there by hand: a module no import made, or one the runner had, under a second name
+                # (``sys.modules["helpers"] = json``, which a later job's ``import helpers`` found)
+                if not _is_imported(module) or (id(module) in known and module.__spec__.name != name):  # type: ignore[union-attr]  # (_is_imported: it has a spec)
                     del modules[name]
                     added.pop(name)
             self.modules.update(added)
@@ -558,11 +881,32 @@ class Baseline:
         _restore_functions()
         if self.classes is not None:
             self.classes.restore()
+        if self.contents is not None:
+            self.contents.restore()
 
     def _classes(self) -> None:
         classes, self.classes = self.classes, None
         if classes is not None:
             classes.restore()
+
+    def _contents(self) -> None:
+        contents, self.contents = self.contents, None
+        if contents is not None:
+            contents.restore()
+
+    def _namespaces(self) -> None:
+        """sys's names and __main__'s as the runner started (a name the tests added to either removed), and
+        sys.path_importer_cache (an entry the tests set: ``None`` hid a directory from every later job's imports)."""
+        current = vars(sys)
+        if current != self.sys_names:
+            _restore_namespace(dict(current), self.sys_names, partial_setattr(sys), partial_delattr(sys))
+        if self.main is not None:
+            main, saved = self.main
+            if vars(main) != saved:
+                _restore_namespace(dict(vars(main)), saved, partial_setattr(main), partial_delattr(main))
+        cache = sys.path_importer_cache
+        if cache != self.path_importer_cache:
+            _restore_namespace(dict(cache), self.path_importer_cache, cache.__setitem__, cache.__delitem__)
 
     def _codecs(self) -> None:
         for name, handler in self.codec_errors.items():

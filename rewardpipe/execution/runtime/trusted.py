@@ -14,6 +14,7 @@ import abc
 import array
 import ast
 import builtins
+import codecs
 import collections
 import contextlib
 import datetime
@@ -2369,7 +2370,35 @@ def _type_hints_where_they_were_written() -> None:
     setattr(inspect, "signature", signature)  # noqa: B010 - (for the runner's life)
 
 
+def _note_registrations() -> None:
+    """Have ABC registrations and codec search functions the tests make noted, for the job's end to undo
+    (runner_globals.Registrations): both live in C, where nothing else could find them. Not one a module makes as it
+    is first imported (its own, as in a fresh interpreter), nor one made outside a job (the runner's own)."""
+    register_class = abc.ABCMeta.register
+    register_codec = codecs.register
+
+    def made_by_the_tests() -> bool:
+        return _ACTIVE[0] is not None and BASELINE[0] is not None and not _importing(sys._getframe(2))
+
+    @functools.wraps(register_class)
+    def register(cls, subclass):
+        if made_by_the_tests():
+            BASELINE[0].registrations.note_abc(cls)  # type: ignore[union-attr]  # (made_by_the_tests)
+        return register_class(cls, subclass)
+
+    @functools.wraps(register_codec)
+    def register_search(search_function):
+        result = register_codec(search_function)
+        if made_by_the_tests():
+            BASELINE[0].registrations.note_codec_search(search_function)  # type: ignore[union-attr]
+        return result
+
+    abc.ABCMeta.register = register  # type: ignore[method-assign]
+    codecs.register = register_search
+
+
 def _prepare_runner() -> None:
+    _note_registrations()
     sys.meta_path.insert(0, _ModelModuleGuard())
     sys.addaudithook(_guard_text_runs)
     _bound_failure_diffs()
@@ -2889,6 +2918,9 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     changing = _CLASS_CHANGES.get(code)
     if changing and BASELINE[0] is not None:  # (before the job is active: importing is the runner's own work)
         BASELINE[0].classes = runner_globals.ClassAttributes(changing)
+    named = _NAMED_MODULES.get(code)
+    if named and BASELINE[0] is not None:
+        BASELINE[0].contents = runner_globals.ModuleContents(named)
     conn = Connection(wfd, rfd)
     conn.tests_async = _ASYNC_WORDS.search(tests) is not None
     conn.tests_source = tests
@@ -2911,6 +2943,8 @@ _PREPARED_CHARS = [0]  # the characters of the sources in _PREPARED
 # A prepared code object -> the standard modules whose classes its tests change (runner_globals.ClassAttributes);
 # kept as long as the code object is (in _PREPARED, or for its one job).
 _CLASS_CHANGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# A prepared code object -> the standard modules its tests import (runner_globals.ModuleContents), kept alike.
+_NAMED_MODULES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 PREPARED_TESTS_CACHE_CHARS = 16 << 20
 PREPARED_TESTS_MAX_CHARS = 1 << 20  # a larger test source is parsed for its job only
 
@@ -2934,6 +2968,7 @@ def _prepared_tests(tests: str, tests_format: str) -> tuple:
             raise harness.HarnessError("hidden tests cannot be compiled: nested too deeply") from None
         found = (code, names, expected)
         _CLASS_CHANGES[code] = runner_globals.class_changing_imports(tree)
+        _NAMED_MODULES[code] = runner_globals.named_standard_modules(tree)
         _PREPARED_CHARS[0] += len(tests)
     if len(tests) <= PREPARED_TESTS_MAX_CHARS:
         _PREPARED[key] = found

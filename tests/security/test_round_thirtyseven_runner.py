@@ -1,0 +1,219 @@
+"""Round thirty-seven, the trusted runner between jobs (issue 19: nothing around one job can touch another).
+
+The trusted runner serves up to 500 jobs of any task. What one job's hidden tests change in the runner's interpreter
+must not decide a later job's verdict: each task's tests were written for an interpreter of their own.
+
+* **Standard state changed in place.** Since round thirty-five a module attribute the tests rebind is put back and
+  since round thirty-six a standard class's attribute, but state changed *in place* lasted until the runner was
+  recycled: an ABC registration (``collections.abc.Sequence.register(dict)``), ``copy._deepcopy_dispatch``,
+  ``copyreg.pickle``, ``mimetypes.add_type``, a codec search function, ``csv.field_size_limit`` and dialects, a
+  list or dict of a standard module (``keyword.kwlist``, ``http.client.responses``, ``json.decoder._CONSTANTS``,
+  ``urllib.parse.uses_relative``), a module-level instance's settings (``reprlib.aRepr.maxlist``,
+  ``calendar.setfirstweekday``), names added to ``sys`` and ``__main__``, a module put in ``sys.modules`` under a
+  second name, ``sys.path_importer_cache`` and ``linecache`` entries. Each failed the next task's right answer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution.sandbox import make_executor
+from tests.security import test_round_thirtyone_sandbox as thirtyone
+from tests.security.test_round_nine_files import _lambda_like
+
+IDENTITY = "def f(n):\n    return n\n"
+HEADER = "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+BODY = "        self.assertEqual(f(1), 1)\n"
+
+
+@pytest.fixture(scope="module", params=["full", "lambda"])
+def worker(request, tmp_path_factory):
+    """One worker (one trusted runner for consecutive jobs), started in a scratch directory."""
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("scorer"))
+    try:
+        executor = make_executor(workers=1) if request.param == "full" else _lambda_like()
+        yield executor
+        executor.close()
+    finally:
+        os.chdir(before)
+
+
+def _second_after(executor, first_top: str, second_top: str):
+    """The verdict of a job whose tests run ``second_top`` at module level, right after a passing job whose tests ran
+    ``first_top`` (the same worker, so the same trusted runner)."""
+    first = thirtyone._run(executor, "first", IDENTITY, first_top + HEADER + BODY, entry_point="f")
+    assert first.status is ExecutionStatus.PASSED, (first.status, first.reason)
+    return thirtyone._run(executor, "second", IDENTITY, second_top + HEADER + BODY, entry_point="f")
+
+
+# Each case: what the first task's tests do at module level, and what a second task's tests check at module level,
+# which holds in a fresh interpreter (checked by test_each_check_holds_in_a_fresh_interpreter).
+IN_PLACE = {
+    "an ABC registration": (
+        "import collections.abc\ncollections.abc.Sequence.register(dict)\n",
+        "import collections.abc\nassert not isinstance({}, collections.abc.Sequence)\n",
+    ),
+    "an ABC registration, as a decorator": (
+        "import io\n@io.IOBase.register\nclass Mine:\n    pass\nio.IOBase.register(int)\n",
+        "import io\nassert not isinstance(1, io.IOBase)\n",
+    ),
+    "copy's dispatch table": (
+        "import copy\ncopy._deepcopy_dispatch[list] = lambda x, memo: 'copied'\n",
+        "import copy\nassert copy.deepcopy([1]) == [1]\n",
+    ),
+    "copyreg's dispatch table": (
+        "import copyreg\ncopyreg.pickle(complex, lambda c: (str, ('x',)))\n",
+        "import pickle\nassert pickle.loads(pickle.dumps(1j)) == 1j\n",
+    ),
+    "a MIME type": (
+        "import mimetypes\nmimetypes.add_type('text/x-mine', '.py')\n",
+        "import mimetypes\nassert mimetypes.guess_type('a.py')[0] == 'text/x-python'\n",
+    ),
+    "a codec search function": (
+        "import codecs\ncodecs.register(lambda name: codecs.lookup('rot13') if name == 'utf_9' else None)\n",
+        "import codecs\ntry:\n    codecs.lookup('utf_9')\nexcept LookupError:\n    pass\n"
+        "else:\n    raise AssertionError\n",
+    ),
+    "csv's field limit": (
+        "import csv\ncsv.field_size_limit(5)\n",
+        "import csv, io\nassert list(csv.reader(io.StringIO('abcdefgh'))) == [['abcdefgh']]\n",
+    ),
+    "a csv dialect": (
+        "import csv\ncsv.register_dialect('rp_semicolons', delimiter=';')\n",
+        "import csv\nassert 'rp_semicolons' not in csv.list_dialects()\n",
+    ),
+    "a standard module's list": (
+        "import keyword\nkeyword.kwlist.append('mine')\n",
+        "import keyword\nassert 'mine' not in keyword.kwlist\n",
+    ),
+    "a standard module's dict": (
+        "import http.client\nhttp.client.responses[200] = 'Fine'\n",
+        "import http.client\nassert http.client.responses[200] == 'OK'\n",
+    ),
+    "a submodule's dict, reached through its package": (
+        "import json\njson.decoder._CONSTANTS['NaN'] = 0\n",
+        "import json, math\nassert math.isnan(json.loads('NaN'))\n",
+    ),
+    "a standard module's list, removed from": (
+        "import urllib.parse\nurllib.parse.uses_relative.remove('http')\n",
+        "import urllib.parse\nassert urllib.parse.urljoin('http://a/b/c', 'd') == 'http://a/b/d'\n",
+    ),
+    "an enum's member map": (
+        "import http\nhttp.HTTPStatus._value2member_map_[200] = None\n",
+        "import http\nassert http.HTTPStatus(200).phrase == 'OK'\n",
+    ),
+    "a module-level instance's setting": (
+        "import reprlib\nreprlib.aRepr.maxlist = 1\n",
+        "import reprlib\nassert reprlib.repr([1, 2, 3]) == '[1, 2, 3]'\n",
+    ),
+    "a module-level instance's setting, by a function": (
+        "import calendar\ncalendar.setfirstweekday(6)\n",
+        "import calendar\nassert calendar.firstweekday() == 0\n",
+    ),
+    "an archive format": (
+        "import shutil\nshutil.unregister_archive_format('zip')\n",
+        "import shutil\nassert 'zip' in [name for name, _ in shutil.get_archive_formats()]\n",
+    ),
+    "a name added to sys": (
+        "import sys\nsys.rp_flag = 1\n",
+        "import sys\nassert not hasattr(sys, 'rp_flag')\n",
+    ),
+    "a name added to __main__": (
+        "import __main__\n__main__.rp_flag = 1\n",
+        "import __main__\nassert not hasattr(__main__, 'rp_flag')\n",
+    ),
+    "a module put in sys.modules under a second name": (
+        "import sys, json\nsys.modules['rp_alias'] = json\n",
+        "import sys\nassert 'rp_alias' not in sys.modules\n",
+    ),
+    "an entry of sys.path_importer_cache": (
+        "import sys\nsys.path_importer_cache['/rp/nowhere'] = None\n",
+        "import sys\nassert '/rp/nowhere' not in sys.path_importer_cache\n",
+    ),
+    "an entry of linecache": (
+        "import linecache\nlinecache.cache['/rp/made.py'] = (1, None, ['x = 1\\n'], '/rp/made.py')\n",
+        "import linecache\nassert linecache.getline('/rp/made.py', 1) == ''\n",
+    ),
+    "a mock sentinel": (
+        "from unittest import mock\nmock.sentinel.rp_mark\n",
+        "from unittest import mock\nassert 'rp_mark' not in mock.sentinel._sentinels\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IN_PLACE))
+def test_standard_state_a_job_changes_in_place_is_back_for_the_next_job(worker, case):
+    first_top, check = IN_PLACE[case]
+    second = _second_after(worker, first_top, check)
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
+# What a standard module registers as it is first imported is its own (a fresh interpreter has it): never undone.
+# The first job imports modules the runner may not have loaded (importlib.abc: not, when this was written; in a
+# test's fixture, so while the job runs); the next job relies on their import-time state.
+IMPORTED_STATE = {
+    "importlib.abc's registrations": (
+        "def setUpModule():\n    __import__('importlib.abc')\n",  # (by a name the runner does not read ahead)
+        "import importlib.abc, importlib.machinery\n"
+        "assert issubclass(importlib.machinery.PathFinder, importlib.abc.MetaPathFinder)\n",
+    ),
+    "numbers' registrations": (
+        "import numbers, fractions\n",
+        "import numbers\nassert isinstance(1, numbers.Integral)\n",
+    ),
+    "email's codecs and charsets": (
+        "import email.charset\n",
+        "import email.charset\nassert email.charset.Charset('utf-8').header_encoding == email.charset.SHORTEST\n",
+    ),
+    "a mimetypes database the tests initialised": (
+        "import mimetypes\nmimetypes.init()\n",
+        "import mimetypes\nassert mimetypes.guess_type('a.py')[0] == 'text/x-python'\n",
+    ),
+}
+
+
+def test_each_check_holds_in_a_fresh_interpreter():
+    for case, (_, check) in {**IN_PLACE, **IMPORTED_STATE}.items():
+        ran = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60, check=False)
+        assert ran.returncode == 0, (case, ran.stderr[-500:])
+
+
+@pytest.mark.parametrize("case", sorted(IMPORTED_STATE))
+def test_what_a_standard_module_sets_up_as_it_loads_stays(worker, case):
+    first_top, check = IMPORTED_STATE[case]
+    second = _second_after(worker, first_top, check)
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
+def test_a_job_that_changes_standard_state_in_place_still_sees_its_change(worker):
+    # (put back when the job ends, never while its tests run)
+    tests = (
+        "import collections.abc, copy, keyword\ncollections.abc.Sequence.register(dict)\nkeyword.kwlist.append('x')\n"
+        + HEADER
+        + "        self.assertIsInstance({}, collections.abc.Sequence)\n        self.assertIn('x', keyword.kwlist)\n"
+        + BODY
+    )
+    result = thirtyone._run(worker, "own", IDENTITY, tests, entry_point="f")
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+def test_the_standard_modules_a_test_source_names():
+    import ast
+
+    from rewardpipe.execution.runtime import runner_globals
+
+    source = (
+        "import json, numpy\nfrom unittest import mock\nimport xml.etree.ElementTree as ET\n"
+        "def setUpModule():\n    import http.client\n"
+        "json.decoder._CONSTANTS['NaN'] = 0\nET.register_namespace('a', 'b')\n"
+    )
+    names = runner_globals.named_standard_modules(ast.parse(source))
+    for expected in ("json", "json.decoder", "unittest", "unittest.mock", "xml.etree.ElementTree", "http.client"):
+        assert expected in names, (expected, names)
+    assert not any(name.startswith("numpy") for name in names)
