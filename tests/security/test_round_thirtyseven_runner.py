@@ -217,3 +217,41 @@ def test_the_standard_modules_a_test_source_names():
     for expected in ("json", "json.decoder", "unittest", "unittest.mock", "xml.etree.ElementTree", "http.client"):
         assert expected in names, (expected, names)
     assert not any(name.startswith("numpy") for name in names)
+
+
+# --- the tests' own changes to the trusted runner's limits and scheduling --------------------------------------------
+# The runner checks its own limits and scheduling after each job: only the model's code could have changed them, so a
+# change was scored as the model's failure. But hidden tests may set their own process's limits (a memory cap around
+# a call, a descriptor limit) or priority, as they would in one process: every rollout, a right answer too, scored 0
+# ("the sandbox's trusted side was disturbed during the job"). What the tests themselves set is theirs: the verdict
+# stands, and the runner is replaced before the next job.
+OWN_STATE = {
+    "niceness": "import os\nos.nice(1)\n",
+    "a priority set by setpriority": (
+        "import os\nos.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0) + 1)\n"
+    ),
+    "the address-space limit": (
+        "import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_AS)\n"
+        "resource.setrlimit(resource.RLIMIT_AS, ((900 << 20) if hard < 0 or hard > (900 << 20) else hard, hard))\n"
+    ),
+    "the descriptor limit, in a fixture": (
+        "import resource\ndef setUpModule():\n    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "    resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))\n"
+    ),
+    "the CPU limit, by prlimit": (
+        "import resource\nsoft, hard = resource.prlimit(0, resource.RLIMIT_CPU)\n"
+        "resource.prlimit(0, resource.RLIMIT_CPU, (3600 if hard < 0 else hard, hard))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OWN_STATE))
+def test_limits_the_tests_set_on_their_own_process_are_theirs(worker, case):
+    top = OWN_STATE[case]
+    right = thirtyone._run(worker, "right", IDENTITY, top + HEADER + BODY, entry_point="f")
+    assert right.status is ExecutionStatus.PASSED, (right.status, right.reason)
+    wrong = thirtyone._run(worker, "wrong", "def f(n):\n    return n + 1\n", top + HEADER + BODY, entry_point="f")
+    assert wrong.status is ExecutionStatus.FAILED, (wrong.status, wrong.reason)
+    assert "disturbed" not in (wrong.reason or ""), wrong.reason
+    after = thirtyone._run(worker, "after", IDENTITY, HEADER + BODY, entry_point="f")
+    assert after.status is ExecutionStatus.PASSED, (after.status, after.reason)

@@ -330,6 +330,7 @@ _FOUND: dict[str, tuple[tuple, list, bool]] = {}
 # A container's id -> (it, its copy, its signature): the copy is made again only when what it holds changed (a job
 # that changes nothing has it put back as it was, so the next job's copy would be the same).
 _COPIES: dict[int, tuple[object, object, tuple]] = {}
+_COPIES_KEPT = 4096
 
 
 def _find_contents(module: types.ModuleType) -> tuple[list, bool]:
@@ -424,6 +425,8 @@ class ModuleContents:
                     signature = _signature(value)
                     kept = _COPIES.get(id(value))
                     if kept is None or kept[0] is not value or kept[2] != signature:
+                        if len(_COPIES) >= _COPIES_KEPT:  # (containers a module replaced: their copies go)
+                            _COPIES.clear()
                         kept = _COPIES[id(value)] = (value, _copy_of(value), signature)
                     self.copies.append(kept)
         self.c_state = {name: get() for name, (get, _) in _C_STATE.items() if name in sys.modules}

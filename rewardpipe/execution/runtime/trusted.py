@@ -2185,6 +2185,10 @@ def _guard_text_runs(event: str, args: tuple) -> None:
             BASELINE[0].audit_hook_added = True
         elif event in _FUNCTION_CHANGE_EVENTS and BASELINE[0] is not None:
             runner_globals.note_function_change(args, BASELINE[0].modules)
+        elif event == "resource.setrlimit" or (
+            event == "resource.prlimit" and len(args) > 2 and args[2] is not None and _own_pid(args[0])
+        ):
+            OWN_STATE_SET.add("rlimits")
         return
     conn = _ACTIVE[0]
     if conn is None:  # (between jobs: the runner's own work)
@@ -2397,8 +2401,51 @@ def _note_registrations() -> None:
     codecs.register = register_search
 
 
+# What the current job's tests set on the runner's own process (keys of layers.process_state): theirs, as in one
+# process, never the model's doing. Round thirty-seven: a test lowering its own RLIMIT_AS or raising its niceness
+# was read as the model disturbing the trusted side, and every rollout, a right answer too, scored 0.
+OWN_STATE_SET: set[str] = set()
+
+
+def _own_pid(pid: object) -> bool:
+    return pid == 0 or pid == os.getpid()
+
+
+def _note_own_state_setters() -> None:
+    """Have the calls by which the tests set their own process's priority or CPUs noted (OWN_STATE_SET); their
+    resource limits are noted from the audit events of ``resource.setrlimit`` and ``resource.prlimit``."""
+
+    def noting(original: Callable, keys: tuple[str, ...], names_self: Callable[..., bool]) -> Callable:
+        @functools.wraps(original)
+        def setter(*args, **kwargs):
+            if names_self(*args, **kwargs):
+                OWN_STATE_SET.update(keys)
+            return original(*args, **kwargs)
+
+        return setter
+
+    def by_pid(pid=0, *_args, **_kwargs) -> bool:
+        return _own_pid(pid)
+
+    def by_process(which=None, who=None, *_args, **_kwargs) -> bool:
+        return which == os.PRIO_PROCESS and _own_pid(who)
+
+    setters: dict[str, tuple[tuple[str, ...], Callable[..., bool]]] = {
+        "nice": (("nice",), lambda *_args, **_kwargs: True),
+        "setpriority": (("nice",), by_process),
+        "sched_setaffinity": (("affinity",), by_pid),
+        "sched_setscheduler": (("scheduler", "priority"), by_pid),
+        "sched_setparam": (("priority",), by_pid),
+    }
+    for name, (keys, names_self) in setters.items():
+        original = getattr(os, name, None)
+        if original is not None:
+            setattr(os, name, noting(original, keys, names_self))
+
+
 def _prepare_runner() -> None:
     _note_registrations()
+    _note_own_state_setters()
     sys.meta_path.insert(0, _ModelModuleGuard())
     sys.addaudithook(_guard_text_runs)
     _bound_failure_diffs()
@@ -2442,6 +2489,7 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
         MARKS.clear()
         MARKS["r_start"] = time.monotonic()
         reply: dict = {"state": "done"}
+        OWN_STATE_SET.clear()
         try:
             header = json.loads(message)
             t_write, t_read, tests_fd, verdict_fd = fds
@@ -2453,7 +2501,10 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
             # Whether to wait for the model's process to report how it ended (it died on its own), or to
             # kill it at once (the tests are done with it).
             reply["model_died"] = verdict.get("model_died") is True
-            reply["tampered"] = _own_changes(expected_state)
+            # (what the tests set on this process themselves is theirs: not compared, and the runner replaced)
+            reply["tampered"] = _own_changes(expected_state, OWN_STATE_SET)
+            if OWN_STATE_SET:
+                reply["tests_set_own"] = sorted(OWN_STATE_SET)
         finally:
             for fd in fds:
                 with contextlib.suppress(OSError):
@@ -2466,6 +2517,8 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
             _forget_what_the_job_cached()
             _collect_what_the_job_left()
             unrestored.extend(baseline.unrestorable())
+            if OWN_STATE_SET:
+                unrestored.append("its own limits or scheduling, which its tests set")
             if MODEL_IMPORTED:
                 unrestored = [*unrestored, f"modules imported for the model's code ({', '.join(MODEL_IMPORTED[:5])})"]
                 MODEL_IMPORTED.clear()
@@ -2544,9 +2597,10 @@ def _forget_what_the_job_cached() -> None:
         zoneinfo.ZoneInfo.clear_cache()
 
 
-def _own_changes(expected_state: dict | None) -> str | None:
+def _own_changes(expected_state: dict | None, set_by_the_tests: set[str]) -> str | None:
     if expected_state is None:
         return None
+    expected_state = {key: value for key, value in expected_state.items() if key not in set_by_the_tests}
     try:
         changed = layers.state_changes(expected_state, layers.process_state(0))
     except OSError as exc:

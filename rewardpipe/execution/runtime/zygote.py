@@ -1013,7 +1013,10 @@ class Zygote:
             # The runner checked itself while the model's code still ran; the model is gone now, and anything
             # it did to the runner since (a kill still queued, a limit lowered late) is seen here instead. (One
             # started since, after the model's processes died, may not have set its limits yet: not checked.)
-            why = layers.disturbed(self.runner_state, self.runner_pid)
+            # (less what the hidden tests set on their own process themselves: theirs, and the runner is replaced)
+            set_by_tests = runner_reply.get("tests_set_own") or ()
+            expected = {key: value for key, value in self.runner_state.items() if key not in set_by_tests}
+            why = layers.disturbed(expected, self.runner_pid)
             tampered = f"trusted runner: {why}" if why else None
         if tampered:
             self._replace_trusted_runner()  # it is leaving anyway: never let its exit be blamed on the next job
