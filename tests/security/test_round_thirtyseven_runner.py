@@ -255,3 +255,69 @@ def test_limits_the_tests_set_on_their_own_process_are_theirs(worker, case):
     assert "disturbed" not in (wrong.reason or ""), wrong.reason
     after = thirtyone._run(worker, "after", IDENTITY, HEADER + BODY, entry_point="f")
     assert after.status is ExecutionStatus.PASSED, (after.status, after.reason)
+
+
+# --- more of the runner's process that one job's tests leave to the next ---------------------------------------------
+# Each: what the first task's tests do, and a check at the second task's module level that holds in a fresh
+# interpreter. A process the tests start outlives their job (it wrote a file the next job's tests read back); a
+# thread trace or profile function set with threading's setters ran in every later job's threads; a faulthandler
+# signal registration and a reconfigured standard stream (``errors``, ``encoding``) lasted for every later
+# job (an ``ascii`` stdout made a later task's ``print('é')`` raise).
+PROCESS_LEFT = {
+    "a process the tests started": (
+        "import subprocess\nsubprocess.Popen(['/bin/sh', '-c', 'sleep 0.4; echo 41 > /tmp/rp37-late'])\n",
+        "import os, time\ntime.sleep(0.8)\nassert not os.path.exists('/tmp/rp37-late')\n",
+    ),
+    "a process the tests forked": (
+        "import os, time\nif os.fork() == 0:\n    time.sleep(0.4)\n    open('/tmp/rp37-forked', 'w').close()\n"
+        "    os._exit(0)\n",
+        "import os, time\ntime.sleep(0.8)\nassert not os.path.exists('/tmp/rp37-forked')\n",
+    ),
+    "threading's trace function": (
+        "import threading\nthreading.settrace(lambda *args: None)\n",
+        "import threading\nassert threading._trace_hook is None\n",
+    ),
+    "threading's profile function": (
+        "import threading\nthreading.setprofile(lambda *args: None)\n",
+        "import threading\nassert threading._profile_hook is None\n",
+    ),
+    "a faulthandler signal": (
+        "import faulthandler, signal\nfaulthandler.register(signal.SIGUSR1)\n",
+        "import faulthandler, signal\nassert not faulthandler.unregister(signal.SIGUSR1)\n",
+    ),
+    "a reconfigured stdout": (
+        "import sys\nsys.stdout.reconfigure(encoding='ascii', errors='strict')\n",
+        "print('\\u00e9')\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROCESS_LEFT))
+def test_what_a_jobs_tests_leave_in_the_runners_process_is_gone_for_the_next_job(worker, case):
+    first_top, check = PROCESS_LEFT[case]
+    for path in ("/tmp/rp37-late", "/tmp/rp37-forked"):
+        if os.path.exists(path):
+            os.unlink(path)
+    second = _second_after(worker, first_top, check)
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+
+
+def test_objects_the_tests_freeze_from_the_collector_have_the_runner_replaced():
+    # (the runner starts with the fork server's frozen objects, so a later job cannot tell them apart: asked here)
+    import atexit
+    import gc
+    import threading
+
+    from rewardpipe.execution.runtime import runner_globals
+
+    # (only what unrestorable() reads: a whole Baseline would watch every module of this test process)
+    baseline = runner_globals.Baseline.__new__(runner_globals.Baseline)
+    baseline.threads, baseline.descriptors = threading.active_count(), runner_globals._open_descriptors()
+    baseline.exit_callbacks, baseline.audit_hook_added = atexit._ncallbacks(), False
+    baseline.gc_frozen = gc.get_freeze_count()
+    assert "objects its tests froze from the collector" not in baseline.unrestorable()
+    gc.freeze()
+    try:
+        assert "objects its tests froze from the collector" in baseline.unrestorable()
+    finally:
+        gc.unfreeze()

@@ -25,6 +25,7 @@ import decimal
 import faulthandler
 import gc
 import importlib
+import io
 import locale
 import logging
 import os
@@ -667,6 +668,18 @@ def _restore_namespace(current: dict, saved: dict, set_item, delete_item) -> Non
             set_item(name, value)
 
 
+def _stream_settings(stream: object) -> dict | None:
+    """What ``reconfigure`` sets on a text stream (None for a stream that has no such settings)."""
+    if not isinstance(stream, io.TextIOWrapper):
+        return None
+    return {
+        "encoding": stream.encoding,
+        "errors": stream.errors,
+        "line_buffering": stream.line_buffering,
+        "write_through": stream.write_through,
+    }
+
+
 def _environ_data() -> dict:
     """os.environ's own table (bytes to bytes): compared as it is, without decoding every variable each job."""
     data = getattr(os.environ, "_data", None)
@@ -742,6 +755,11 @@ class Baseline:
         self.gc_callbacks = list(gc.callbacks)
         self.event_loop_policy = _event_loop_policy()
         self.gc = (gc.isenabled(), gc.get_threshold())
+        self.gc_frozen = gc.get_freeze_count()
+        # threading's trace and profile functions for new threads, and the standard streams' configuration
+        # (``sys.stdout.reconfigure(encoding="ascii")`` is in place: the stream object is the same)
+        self.thread_hooks = (getattr(threading, "_trace_hook", None), getattr(threading, "_profile_hook", None))
+        self.stream_settings = [_stream_settings(stream) for stream in self.streams]
         self.classes: ClassAttributes | None = None  # this job's, where its tests change a standard class
         self.contents: ModuleContents | None = None  # this job's: what the standard modules it imports hold
         self.registrations = Registrations()  # ABC registrations and codec search functions this job made
@@ -819,6 +837,8 @@ class Baseline:
             left.append("a descriptor its tests left open")
         if atexit._ncallbacks() != self.exit_callbacks:
             left.append("an exit callback its tests registered")
+        if gc.get_freeze_count() != self.gc_frozen:  # (gc.freeze: what it froze cannot be told from the rest)
+            left.append("objects its tests froze from the collector")
         if self.audit_hook_added:  # (round thirty-six: it ran during every later job; no hook can be taken out)
             self.audit_hook_added = False
             left.append("an audit hook its tests added")
@@ -918,6 +938,8 @@ class Baseline:
 
     def _faulthandler(self) -> None:
         faulthandler.cancel_dump_traceback_later()
+        for number in _SIGNALS:  # (faulthandler.register: a handler in C, which signal.getsignal does not show)
+            faulthandler.unregister(number)
         if faulthandler.is_enabled() != self.faulthandler:
             faulthandler.disable()
 
@@ -942,6 +964,12 @@ class Baseline:
         if sys.meta_path != self.meta_path:
             sys.meta_path[:] = self.meta_path
         sys.stdin, sys.stdout, sys.stderr = self.streams
+        for stream, settings in zip(self.streams, self.stream_settings, strict=True):
+            if isinstance(stream, io.TextIOWrapper) and _stream_settings(stream) != settings:
+                stream.reconfigure(**settings)  # type: ignore[arg-type]  # (its own settings, read back)
+        if (getattr(threading, "_trace_hook", None), getattr(threading, "_profile_hook", None)) != self.thread_hooks:
+            threading.settrace(self.thread_hooks[0])  # (None: none, as it started)
+            threading.setprofile(self.thread_hooks[1])
         sys.displayhook, sys.excepthook, sys.breakpointhook, sys.unraisablehook = self.hooks
         dont_write_bytecode, path_hooks = self.import_settings
         sys.dont_write_bytecode = dont_write_bytecode

@@ -2185,6 +2185,8 @@ def _guard_text_runs(event: str, args: tuple) -> None:
             BASELINE[0].audit_hook_added = True
         elif event in _FUNCTION_CHANGE_EVENTS and BASELINE[0] is not None:
             runner_globals.note_function_change(args, BASELINE[0].modules)
+        elif event in _PROCESS_EVENTS:
+            PROCESS_STARTED[0] = True
         elif event == "resource.setrlimit" or (
             event == "resource.prlimit" and len(args) > 2 and args[2] is not None and _own_pid(args[0])
         ):
@@ -2405,6 +2407,13 @@ def _note_registrations() -> None:
 # process, never the model's doing. Round thirty-seven: a test lowering its own RLIMIT_AS or raising its niceness
 # was read as the model disturbing the trusted side, and every rollout, a right answer too, scored 0.
 OWN_STATE_SET: set[str] = set()
+# Whether the current job's tests started a process (audit events): it would outlive the job, in the runner's process
+# group, and act during later jobs (round thirty-seven: a file it wrote after the job was the next job's to read).
+# The runner is then replaced, its group killed with it (zygote._replace_trusted_runner).
+PROCESS_STARTED = [False]
+_PROCESS_EVENTS = frozenset(
+    {"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.system", "os.exec", "subprocess.Popen", "pty.spawn"}
+)
 
 
 def _own_pid(pid: object) -> bool:
@@ -2474,6 +2483,8 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
     import socket
 
     _prepare_runner()
+    with contextlib.suppress(OSError):  # (a group of its own: what the tests start is killed with it when replaced)
+        os.setpgid(0, 0)
     try:
         own = OwnDirectories(own_dir) if own_dir is not None else None
     except OSError:  # (as before round thirty-four: where the fork server works)
@@ -2490,6 +2501,7 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
         MARKS["r_start"] = time.monotonic()
         reply: dict = {"state": "done"}
         OWN_STATE_SET.clear()
+        PROCESS_STARTED[0] = False
         try:
             header = json.loads(message)
             t_write, t_read, tests_fd, verdict_fd = fds
@@ -2519,6 +2531,8 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
             unrestored.extend(baseline.unrestorable())
             if OWN_STATE_SET:
                 unrestored.append("its own limits or scheduling, which its tests set")
+            if PROCESS_STARTED[0]:
+                unrestored.append("a process its tests started")
             if MODEL_IMPORTED:
                 unrestored = [*unrestored, f"modules imported for the model's code ({', '.join(MODEL_IMPORTED[:5])})"]
                 MODEL_IMPORTED.clear()

@@ -1303,6 +1303,8 @@ class Zygote:
             finally:
                 os._exit(status)
         theirs.close()
+        with contextlib.suppress(OSError):  # (as the runner does itself: whichever comes first)
+            os.setpgid(pid, pid)
         if "rlimits" not in self.disabled:
             # Set from here as well: the runner sets it as it starts, but a stdio job never waits for the runner,
             # and on a loaded host the first job's check after it could find a runner not yet scheduled, its bound
@@ -1322,6 +1324,8 @@ class Zygote:
         """Kill the trusted runner (dead, hung or due for recycling) and fork a fresh one."""
         with contextlib.suppress(OSError):
             os.kill(self.runner_pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):  # its process group: what its tests started (it leads its own group)
+            os.killpg(self.runner_pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.runner_pid, 0)
         self.runner_socket.close()
