@@ -44,12 +44,13 @@ def worker(request, tmp_path_factory):
         os.chdir(before)
 
 
-def _second_after(executor, first_top: str, second_top: str):
-    """The verdict of a job whose tests run ``second_top`` at module level, right after a passing job whose tests ran
+def _passes_after(executor, first_top: str, second_top: str) -> None:
+    """A job whose tests run ``second_top`` at module level passes right after a passing job whose tests ran
     ``first_top`` (the same worker, so the same trusted runner)."""
     first = thirtyone._run(executor, "first", IDENTITY, first_top + HEADER + BODY, entry_point="f")
     assert first.status is ExecutionStatus.PASSED, (first.status, first.reason)
-    return thirtyone._run(executor, "second", IDENTITY, second_top + HEADER + BODY, entry_point="f")
+    second = thirtyone._run(executor, "second", IDENTITY, second_top + HEADER + BODY, entry_point="f")
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
 
 
 # Each case: what the first task's tests do at module level, and what a second task's tests check at module level,
@@ -149,9 +150,7 @@ IN_PLACE = {
 
 @pytest.mark.parametrize("case", sorted(IN_PLACE))
 def test_standard_state_a_job_changes_in_place_is_back_for_the_next_job(worker, case):
-    first_top, check = IN_PLACE[case]
-    second = _second_after(worker, first_top, check)
-    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+    _passes_after(worker, *IN_PLACE[case])
 
 
 # What a standard module registers as it is first imported is its own (a fresh interpreter has it): never undone.
@@ -186,9 +185,7 @@ def test_each_check_holds_in_a_fresh_interpreter():
 
 @pytest.mark.parametrize("case", sorted(IMPORTED_STATE))
 def test_what_a_standard_module_sets_up_as_it_loads_stays(worker, case):
-    first_top, check = IMPORTED_STATE[case]
-    second = _second_after(worker, first_top, check)
-    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+    _passes_after(worker, *IMPORTED_STATE[case])
 
 
 def test_a_job_that_changes_standard_state_in_place_still_sees_its_change(worker):
@@ -298,8 +295,7 @@ def test_what_a_jobs_tests_leave_in_the_runners_process_is_gone_for_the_next_job
     for path in ("/tmp/rp37-late", "/tmp/rp37-forked"):
         if os.path.exists(path):
             os.unlink(path)
-    second = _second_after(worker, first_top, check)
-    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
+    _passes_after(worker, first_top, check)
 
 
 def test_objects_the_tests_freeze_from_the_collector_have_the_runner_replaced():
