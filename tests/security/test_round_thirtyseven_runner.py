@@ -317,3 +317,20 @@ def test_objects_the_tests_freeze_from_the_collector_have_the_runner_replaced():
         assert "objects its tests froze from the collector" in baseline.unrestorable()
     finally:
         gc.unfreeze()
+
+
+def test_a_monitoring_tool_the_tests_register_is_gone_for_the_next_job_on_python_3_13():
+    # sys.monitoring (3.12+; the Lambda functions run 3.13): a tool id the tests took, with its events and callback,
+    # lasted for every later job of the runner (its PY_START callback ran on each of their calls).
+    from tests.execution.test_python313 import _python313
+
+    executor = make_executor(workers=1, interpreter=_python313())
+    try:
+        taking = (
+            "import sys\nm = sys.monitoring\nm.use_tool_id(4, 'rp')\nm.set_events(4, m.events.PY_START)\n"
+            "m.register_callback(4, m.events.PY_START, lambda *args: None)\n"
+        )
+        _passes_after(executor, taking, "import sys\nassert sys.monitoring.get_tool(4) is None\n")
+        _passes_after(executor, taking, "import sys\nassert sys.monitoring.get_events(4) == 0\n")
+    finally:
+        executor.close()

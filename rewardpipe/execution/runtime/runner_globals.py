@@ -668,6 +668,29 @@ def _restore_namespace(current: dict, saved: dict, set_item, delete_item) -> Non
             set_item(name, value)
 
 
+_MONITORING_TOOLS = range(6)  # sys.monitoring's tool ids (3.12+)
+
+
+def _monitoring_tools() -> tuple:
+    """Which ``sys.monitoring`` tool ids are taken, by whom (3.12+; the Lambda runtime is 3.13)."""
+    monitoring = getattr(sys, "monitoring", None)
+    return () if monitoring is None else tuple(monitoring.get_tool(tool) for tool in _MONITORING_TOOLS)
+
+
+def _free_monitoring_tools(baseline: tuple) -> None:
+    """Free each tool id a job's tests took: its events off and its callbacks gone first (3.13's free_tool_id does
+    neither). Round thirty-seven: a tool the tests registered, and its PY_START callback, ran in every later job."""
+    monitoring = sys.monitoring  # type: ignore[attr-defined]  # (3.12+: _monitoring_tools found it)
+    for tool in _MONITORING_TOOLS:
+        if monitoring.get_tool(tool) is not None and baseline[tool] is None:
+            monitoring.set_events(tool, 0)
+            for name in dir(monitoring.events):
+                event = getattr(monitoring.events, name)
+                if name.isupper() and isinstance(event, int) and event and not event & (event - 1):
+                    monitoring.register_callback(tool, event, None)
+            monitoring.free_tool_id(tool)
+
+
 def _stream_settings(stream: object) -> dict | None:
     """What ``reconfigure`` sets on a text stream (None for a stream that has no such settings)."""
     if not isinstance(stream, io.TextIOWrapper):
@@ -760,6 +783,7 @@ class Baseline:
         # (``sys.stdout.reconfigure(encoding="ascii")`` is in place: the stream object is the same)
         self.thread_hooks = (getattr(threading, "_trace_hook", None), getattr(threading, "_profile_hook", None))
         self.stream_settings = [_stream_settings(stream) for stream in self.streams]
+        self.monitoring_tools = _monitoring_tools()
         self.classes: ClassAttributes | None = None  # this job's, where its tests change a standard class
         self.contents: ModuleContents | None = None  # this job's: what the standard modules it imports hold
         self.registrations = Registrations()  # ABC registrations and codec search functions this job made
@@ -967,6 +991,8 @@ class Baseline:
         for stream, settings in zip(self.streams, self.stream_settings, strict=True):
             if isinstance(stream, io.TextIOWrapper) and _stream_settings(stream) != settings:
                 stream.reconfigure(**settings)  # type: ignore[arg-type]  # (its own settings, read back)
+        if _monitoring_tools() != self.monitoring_tools:
+            _free_monitoring_tools(self.monitoring_tools)
         if (getattr(threading, "_trace_hook", None), getattr(threading, "_profile_hook", None)) != self.thread_hooks:
             threading.settrace(self.thread_hooks[0])  # (None: none, as it started)
             threading.setprofile(self.thread_hooks[1])
