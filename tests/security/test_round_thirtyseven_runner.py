@@ -113,6 +113,10 @@ IN_PLACE = {
         "import reprlib\nreprlib.aRepr.maxlist = 1\n",
         "import reprlib\nassert reprlib.repr([1, 2, 3]) == '[1, 2, 3]'\n",
     ),
+    "a module-level instance of another module's class": (
+        "import json\njson._default_encoder.item_separator = ';'\n",
+        "import json\nassert json.dumps([1, 2]) == '[1, 2]'\n",
+    ),
     "a module-level instance's setting, by a function": (
         "import calendar\ncalendar.setfirstweekday(6)\n",
         "import calendar\nassert calendar.firstweekday() == 0\n",

@@ -258,6 +258,13 @@ _LIVE_STATE_MODULES = frozenset(
         "tracemalloc",
         "_io",
         "io",
+        "queue",
+        "_queue",
+        "sched",
+        "socket",
+        "socketserver",
+        "ssl",
+        "contextvars",
     }
 )
 # Standard modules never imported ahead of the tests (importing them acts: a browser, a terminal, a banner).
@@ -334,6 +341,13 @@ _COPIES: dict[int, tuple[object, object, tuple]] = {}
 _COPIES_KEPT = 4096
 
 
+def _settings_instance(kind: type) -> bool:
+    """Whether an instance of ``kind`` a standard module holds is recorded: a standard class of a module whose
+    objects hold no live state (:data:`_LIVE_STATE_MODULES`)."""
+    root = str(getattr(kind, "__module__", "")).partition(".")[0]
+    return root in sys.stdlib_module_names and root not in _LIVE_STATE_MODULES and root != "builtins"
+
+
 def _find_contents(module: types.ModuleType) -> tuple[list, bool]:
     """The containers a module holds (and the attribute dicts of the instances of its own classes it holds, and
     what those hold in turn, to _CONTENTS_DEPTH), and whether there were more than _CONTENTS_BUDGET items."""
@@ -370,8 +384,9 @@ def _find_contents(module: types.ModuleType) -> tuple[list, bool]:
                 for item in list(vars(value).values()):
                     if type(item) in _CONTAINERS:
                         walk(item, depth - 1)
-        elif getattr(kind, "__module__", None) == own and type(getattr(value, "__dict__", None)) is dict:
-            # an instance of the module's own class it holds (reprlib.aRepr, calendar's TextCalendar, mock.sentinel)
+        elif _settings_instance(kind) and type(getattr(value, "__dict__", None)) is dict:
+            # an instance of a standard class the module holds (reprlib.aRepr, calendar's TextCalendar,
+            # mock.sentinel, json's default encoder): never one with live state (a lock, a queue, a logger)
             seen.add(id(value))
             containers.append(vars(value))
             for item in list(vars(value).values()):
