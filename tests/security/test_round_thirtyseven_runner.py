@@ -263,7 +263,9 @@ def test_limits_the_tests_set_on_their_own_process_are_theirs(worker, case):
 # interpreter. A process the tests start outlives their job (it wrote a file the next job's tests read back); a
 # thread trace or profile function set with threading's setters ran in every later job's threads; a faulthandler
 # signal registration and a reconfigured standard stream (``errors``, ``encoding``) lasted for every later
-# job (an ``ascii`` stdout made a later task's ``print('é')`` raise).
+# job (an ``ascii`` stdout made a later task's ``print('é')`` raise), and so did a signal wakeup descriptor (at the
+# next signal, a later job's SIGALRM timeout, the interpreter writes a byte to that number, which a later job's own
+# descriptors reuse).
 PROCESS_LEFT = {
     "a process the tests started": (
         "import subprocess\nsubprocess.Popen(['/bin/sh', '-c', 'sleep 0.4; echo 41 > /tmp/rp37-late'])\n",
@@ -285,6 +287,11 @@ PROCESS_LEFT = {
     "a faulthandler signal": (
         "import faulthandler, signal\nfaulthandler.register(signal.SIGUSR1)\n",
         "import faulthandler, signal\nassert not faulthandler.unregister(signal.SIGUSR1)\n",
+    ),
+    "a signal wakeup descriptor": (  # (closed: its number is the next job's, maybe its channel's, at a signal)
+        "import os, signal\nr, w = os.pipe()\nos.set_blocking(w, False)\nsignal.set_wakeup_fd(w)\n"
+        "os.close(r)\nos.close(w)\n",
+        "import signal\nassert signal.set_wakeup_fd(-1) == -1\n",
     ),
     "a reconfigured stdout": (
         "import sys\nsys.stdout.reconfigure(encoding='ascii', errors='strict')\n",

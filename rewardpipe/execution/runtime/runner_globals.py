@@ -790,6 +790,9 @@ class Baseline:
         self.umask = _umask()
         self.signals = {number: signal.getsignal(number) for number in _SIGNALS}
         self.signal_mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+        self.wakeup_fd = signal.set_wakeup_fd(-1)  # (read by setting: set back at once)
+        if self.wakeup_fd != -1:
+            signal.set_wakeup_fd(self.wakeup_fd)
         self.gc_callbacks = list(gc.callbacks)
         self.event_loop_policy = _event_loop_policy()
         self.gc = (gc.isenabled(), gc.get_threshold())
@@ -1124,3 +1127,7 @@ class Baseline:
         for number, handler in self.signals.items():
             if signal.getsignal(number) is not handler and handler is not None:
                 signal.signal(number, handler)
+        # a wakeup descriptor the tests set: at every later signal the interpreter wrote a byte to that number,
+        # which a later job's own descriptors (its channel to the model's process) take once the tests close it
+        if signal.set_wakeup_fd(-1) != -1 and self.wakeup_fd != -1:
+            signal.set_wakeup_fd(self.wakeup_fd)  # (the runner's own, were it to have one)
