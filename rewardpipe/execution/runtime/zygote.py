@@ -1529,6 +1529,8 @@ class Zygote:
                 if child.job_dir is not None:  # None: already removed (no tmpfs per job, see run_job)
                     self._dispose_job_dir(child.job_dir)
         if getattr(self, "runner_pid", None):
+            with contextlib.suppress(OSError):  # (its group: what its tests started, as _replace_trusted_runner)
+                os.killpg(self.runner_pid, signal.SIGKILL)
             try:
                 os.kill(self.runner_pid, signal.SIGKILL)
                 os.waitpid(self.runner_pid, 0)
