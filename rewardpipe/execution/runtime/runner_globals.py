@@ -962,15 +962,16 @@ class Baseline:
     def _namespaces(self) -> None:
         """sys's names and __main__'s as the runner started (a name the tests added to either removed), and
         sys.path_importer_cache (an entry the tests set: ``None`` hid a directory from every later job's imports)."""
+        # (compared by identity: a value the tests bound there, the model's stub among them, is never asked ==)
         current = vars(sys)
-        if current != self.sys_names:
+        if _signature(current) != _signature(self.sys_names):
             _restore_namespace(dict(current), self.sys_names, partial_setattr(sys), partial_delattr(sys))
         if self.main is not None:
             main, saved = self.main
-            if vars(main) != saved:
+            if _signature(vars(main)) != _signature(saved):
                 _restore_namespace(dict(vars(main)), saved, partial_setattr(main), partial_delattr(main))
         cache = sys.path_importer_cache
-        if cache != self.path_importer_cache:
+        if _signature(cache) != _signature(self.path_importer_cache):
             _restore_namespace(dict(cache), self.path_importer_cache, cache.__setitem__, cache.__delitem__)
 
     def _codecs(self) -> None:
