@@ -348,6 +348,18 @@ def _settings_instance(kind: type) -> bool:
     return root in sys.stdlib_module_names and root not in _LIVE_STATE_MODULES and root != "builtins"
 
 
+_NOT_IMPORTED: set[str] = set()  # names the tests import that are no module here (bounded by the tests' sources)
+
+
+def _may_be_module(name: str) -> bool:
+    """Whether importing ``name`` ahead may find a module: not one of _NEVER_IMPORTED_AHEAD, nor a name inside a
+    loaded module that is no package (``typing.List``)."""
+    if name.partition(".")[0] in _NEVER_IMPORTED_AHEAD:
+        return False
+    parent = sys.modules.get(name.rpartition(".")[0]) if "." in name else None
+    return parent is None or hasattr(parent, "__path__")
+
+
 def _find_contents(module: types.ModuleType) -> tuple[list, bool]:
     """The containers a module holds (and the attribute dicts of the instances of its own classes it holds, and
     what those hold in turn, to _CONTENTS_DEPTH), and whether there were more than _CONTENTS_BUDGET items."""
@@ -415,11 +427,11 @@ class ModuleContents:
 
     def __init__(self, names: tuple[str, ...]):
         for name in names:
-            if name not in sys.modules and name.partition(".")[0] not in _NEVER_IMPORTED_AHEAD:
+            if name not in sys.modules and name not in _NOT_IMPORTED and _may_be_module(name):
                 try:  # (the tests import it at once, or in a test: imported ahead, it is recorded as it loads)
                     importlib.import_module(name)
                 except Exception:  # noqa: BLE001 - (the tests' own import reports it; or a name, not a module)
-                    continue
+                    _NOT_IMPORTED.add(name)  # (not tried again: ``from collections import Counter`` names one)
         modules = sys.modules
         self.modules = [
             modules[name]
