@@ -173,7 +173,8 @@ class _Source:
         who = (
             f"run '{self.run_id}' in {path} is still being written (or was interrupted: `rewardpipe run "
             f"--resume` finishes it; a trainer's run, TRL's or verifiers', is finished at the end of its training "
-            f"when every step was stored whole)"
+            f"when every step was stored whole; `rewardpipe verl import` marks a step once it stored all of it, and "
+            f"completes an unfinished one when run again)"
         )
         if step is not None and step in unfinished:
             fail(f"{who}: step {step} is not finished, so it is not judged")

@@ -54,6 +54,8 @@ def import_cmd(
         read = import_rollout_dump(dump, store, run_id, weights, again=again)
     except (ValueError, StoreError, OSError) as exc:
         fail(str(exc))
+    for failed in read.failures:  # the run's steps are then not marked: monitor counts them as a run without marks
+        note(f"warning: {failed}")
     for skipped in read.skipped[:20]:
         note(f"skipped {skipped}")
     if len(read.skipped) > 20:

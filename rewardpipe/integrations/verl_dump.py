@@ -82,6 +82,8 @@ class DumpRead:
     grouped_by_prompt: bool = False  # any line grouped by its prompt (a dump of both trainers' steps has both)
     #: each record's output index in its session (verl's ``{uid}_{session}_{index}``; 0 without one)
     output_indices: list[int] = field(default_factory=list, repr=False)
+    #: :func:`import_rollout_dump`: what failed in keeping the run's manifest and step marks (a line each)
+    failures: list[str] = field(default_factory=list)
 
 
 def file_step(file: Path) -> int | None:
@@ -516,7 +518,13 @@ def import_rollout_dump(
     every step again (the same keys). Either way a step the dump no longer holds whole (rewritten by a resumed run)
     is left as the run holds it and named. The run is held for the import (:meth:`rewardpipe.store.Store.lock_run`:
     a StoreError when another process writes it). Returns what was read, without the records (``count``,
-    ``steps``)."""
+    ``steps``).
+
+    The run's manifest and step marks are kept as ``rewardpipe run`` keeps them
+    (:class:`rewardpipe.integrations.progress.StoredProgress`): a step is marked finished once every rollout of it is
+    stored, so ``monitor`` / ``report`` running during the import, or after it was killed half-way, name that step
+    unfinished instead of judging part of its groups; the next import reads an unfinished step again and completes
+    it. A run imported before without a manifest (every step counted) is left so."""
     from rewardpipe.store import run_id_problem
 
     problem = run_id_problem(run_id)
@@ -536,7 +544,12 @@ def import_rollout_dump(
 def _import_locked(
     path: str | Path, store: Any, run_id: str, weights: Mapping[str, float] | None, again: bool
 ) -> DumpRead:
-    plan = _Held(set() if run_id not in store.list_runs() else set(store.list_steps(run_id)), again)
+    from rewardpipe.integrations.progress import StoredProgress
+
+    held = set() if run_id not in store.list_runs() else set(store.list_steps(run_id))
+    unfinished = set(store.run_progress(run_id).unfinished) if held else set()
+    plan = _Held(held, again, unfinished)
+    marks = _StepMarks(StoredProgress(store, run_id, "verl import"), weights or {}, bool(held))
     summary = DumpRead()
     given = Path(path).is_file()
     for file in dump_files(path, summary.skipped):
@@ -552,13 +565,53 @@ def _import_locked(
         written = False
         for step, indices in steps.items():
             rollouts = [(read.records[i], read.transcripts[i], read.output_indices[i]) for i in indices]
-            written = _import_step(store, run_id, file, step, rollouts, plan, summary) or written
+            if plan.left_alone(step):
+                summary.already_stored.append(step)
+                continue
+            if _rewritten(store, run_id, file, step, rollouts, plan, summary):
+                continue
+            summary.failures += marks.before_step()
+            # (a store that fails a write raises out of the import: the step stays unmarked, so unfinished)
+            written = _import_step(store, run_id, step, rollouts, plan, summary) or written
+            summary.failures += marks.whole(step, len(rollouts))
         if written or not steps:  # a step left as the run holds it had its lines named when it was imported
             summary.skipped += read.skipped
             summary.grouped_by_uid = summary.grouped_by_uid or read.grouped_by_uid
             summary.grouped_by_prompt = summary.grouped_by_prompt or read.grouped_by_prompt
             summary.components.update(read.components)
+    summary.failures += marks.end()
     return summary
+
+
+@dataclass
+class _StepMarks:
+    """The run's manifest and step marks, kept by :class:`~rewardpipe.integrations.progress.StoredProgress` as the
+    trainer integrations keep theirs; the manifest is written with the first step touched (a dump none of whose
+    lines could be read leaves the store without a run). Each method returns the failures to report."""
+
+    progress: Any
+    weights: Mapping[str, float]
+    held: bool  # the run held steps when the import started (without a manifest: every step counted, left so)
+    started: bool = False
+
+    def before_step(self) -> list[str]:
+        """Before a step's rollouts are written: the manifest in progress, so the step is not counted yet."""
+        failed = []
+        if not self.started:
+            self.started = True
+            failed.append(self.progress.start(reward="verl", weights=self.weights, stored_steps=self.held))
+        failed.append(self.progress.before_step())
+        return [line for line in failed if line]
+
+    def whole(self, step: int, rollouts: int) -> list[str]:
+        """Every rollout the dump holds of ``step`` is stored: marked finished."""
+        failed = self.progress.step_stored(step, rollouts, True)
+        return [failed] if failed else []
+
+    def end(self) -> list[str]:
+        """The import done: the run finished again when every step of it is marked (one cut short may not be)."""
+        failed = self.progress.finish() if self.started else None
+        return [failed] if failed else []
 
 
 @dataclass
@@ -567,6 +620,8 @@ class _Held:
 
     stored: set[int]
     again: bool  # write the held steps again (the same keys), not only the new ones
+    #: held steps not marked finished (an import or a trainer stopped half-way through them): read again, completed
+    unfinished: set[int] = field(default_factory=set)
     # The newest step the run holds is read again: verl writes a step file line by line through a buffer flushed
     # between lines, so a file imported mid-write most often ended in a newline (whole lines, not all of them) and,
     # held by the run, was never completed. Its rollouts not stored yet are added; none: it is already stored.
@@ -577,10 +632,10 @@ class _Held:
 
     def left_alone(self, step: int) -> bool:
         """A held step that is not read at all: an older one than the newest, unless written again."""
-        return step in self.stored and step != self.newest and not self.again
+        return step in self.stored and step != self.newest and step not in self.unfinished and not self.again
 
 
-def _import_step(
+def _rewritten(
     store: Any,
     run_id: str,
     file: Path,
@@ -589,29 +644,40 @@ def _import_step(
     plan: _Held,
     summary: DumpRead,
 ) -> bool:
-    """Write one step's rollouts of a file (record, transcript, output index) as ``plan`` says of the step: a new one
-    whole; a held one left as it is, or, the newest (or any with ``again``), given the rollouts it lacks (all of
-    them again with ``again``) when the file still holds every rollout the run has of it, else named and left. The
-    step is judged by what it holds here, whatever file the lines came from (a copy of a step file under another
-    name would add its rollouts again under other ids). True when the step was imported (a rollout written or
-    refused)."""
+    """Whether the run holds a rollout of ``step`` the file no longer has: then named and left as the run holds it.
+    The step is judged by what it holds here, whatever file the lines came from (a copy of a step file under another
+    name would add its rollouts again under other ids)."""
+    from rewardpipe.store import rollout_key, step_prefix
+
+    held = set(store.list_keys(step_prefix(run_id, step))) if step in plan.stored else set()
+    if held <= {rollout_key(run_id, step, r["group_id"], r["rollout_id"]) for r, _, _ in rollouts}:
+        return False
+    # Not grown but rewritten (verl resumed from an earlier checkpoint writes the step again, other uids): added to
+    # what the run holds, the step would be two batches' rollouts judged as one.
+    summary.already_stored.append(step)
+    summary.skipped.append(
+        f"{file}: no longer holds every rollout run '{run_id}' has of step {step} (rewritten by a resumed run?): "
+        f"left as the run holds it; import into another --run-id to judge the new one"
+    )
+    return True
+
+
+def _import_step(
+    store: Any,
+    run_id: str,
+    step: int,
+    rollouts: list[tuple[dict[str, Any], dict[str, Any], int]],
+    plan: _Held,
+    summary: DumpRead,
+) -> bool:
+    """Write one step's rollouts of a file (record, transcript, output index) that :func:`_rewritten` let through: a
+    new step whole; a held one (the newest, an unfinished one, or any with ``again``) given the rollouts it lacks
+    (all of them again with ``again``). True when the step was imported (a rollout written or refused)."""
     from rewardpipe.models import Record
-    from rewardpipe.store import record_key, rollout_key, step_prefix
+    from rewardpipe.store import record_key, step_prefix
     from rewardpipe.transcripts import RolloutTranscript
 
-    if plan.left_alone(step):
-        summary.already_stored.append(step)
-        return False
     held = set(store.list_keys(step_prefix(run_id, step))) if step in plan.stored else set()
-    if held and not held <= {rollout_key(run_id, step, r["group_id"], r["rollout_id"]) for r, _, _ in rollouts}:
-        # Not grown but rewritten (verl resumed from an earlier checkpoint writes the step again, other uids):
-        # added to what the run holds, the step would be two batches' rollouts judged as one.
-        summary.already_stored.append(step)
-        summary.skipped.append(
-            f"{file}: no longer holds every rollout run '{run_id}' has of step {step} (rewritten by a resumed run?): "
-            f"left as the run holds it; import into another --run-id to judge the new one"
-        )
-        return False
     before, refused, updated = summary.count, len(summary.skipped), False
     for record, transcript, index in rollouts:
         try:  # a rollout the store refuses loses itself only

@@ -1,0 +1,122 @@
+"""Round thirty-seven (second wave): a step half-written is never judged as whole, on every path that writes a store.
+
+``rewardpipe verl import`` wrote a run with no manifest and no step marks, so ``monitor`` / ``report`` running while it
+wrote (or after it was killed half-way) counted the newest step whole and judged part of its groups. The import now
+keeps the run's manifest and marks each step once every rollout of it is stored, as ``rewardpipe run`` and the
+trainer integrations do (:class:`rewardpipe.integrations.progress.StoredProgress`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rewardpipe.integrations.verl_dump import import_rollout_dump
+from rewardpipe.store import LocalStore, StoreError
+
+
+def _step(step: int) -> list[str]:
+    """A v1 step: 3 groups of 4 rollouts, the score alternating inside each group."""
+    return [
+        json.dumps({"input": "Q", "output": "A", "score": float(k % 2), "step": step, "uid": f"g{g}_{k}_0"})
+        for g in range(3)
+        for k in range(4)
+    ]
+
+
+def _dump(tmp_path: Path, *steps: int) -> Path:
+    folder = tmp_path / "dump"
+    folder.mkdir(exist_ok=True)
+    for step in steps:
+        (folder / f"{step}.jsonl").write_text("".join(line + "\n" for line in _step(step)), encoding="utf-8")
+    return folder
+
+
+class _Killed(BaseException):
+    """The import stopped half-way (a kill, a Ctrl-C): nothing after it runs."""
+
+
+class _StopsInStep(LocalStore):
+    """A store whose writer is stopped after ``after`` records of ``step``; ``seen`` calls ``watch`` at that point
+    (what a ``monitor`` running beside the import reads)."""
+
+    def __init__(self, root: Path, step: int, after: int, watch=None) -> None:
+        super().__init__(root)
+        self.stop_step, self.after, self.watch, self.written = step, after, watch, 0
+
+    def put_record(self, record):  # type: ignore[override]
+        if record.step == self.stop_step:
+            if self.written == self.after:
+                if self.watch is None:
+                    raise _Killed
+                self.watch()
+            self.written += 1
+        return super().put_record(record)
+
+
+def test_a_step_being_imported_is_not_finished_until_every_rollout_of_it_is_stored(tmp_path):
+    """monitor judged step 2 from 5 of its 12 rollouts while the import was writing it."""
+    folder = _dump(tmp_path, 1, 2)
+    seen = []
+    store = _StopsInStep(
+        tmp_path / "store", 2, 5, watch=lambda: seen.append(LocalStore(tmp_path / "store").run_progress("run"))
+    )
+    import_rollout_dump(folder, store, "run")
+    assert len(seen) == 1
+    assert seen[0].in_progress and seen[0].finished == [1] and seen[0].unfinished == [2]
+    after = store.run_progress("run")
+    assert not after.in_progress and after.unfinished == []  # every step whole: the run is finished
+
+
+def test_an_import_killed_half_way_leaves_the_step_unfinished_and_the_next_import_writes_it_whole(tmp_path):
+    from rewardpipe.cli import app
+
+    folder = _dump(tmp_path, 1, 2, 3)
+    with pytest.raises(_Killed):
+        import_rollout_dump(folder, _StopsInStep(tmp_path / "store", 2, 5), "run")
+    store = LocalStore(tmp_path / "store")
+    progress = store.run_progress("run")
+    assert progress.in_progress and progress.finished == [1] and progress.unfinished == [2]
+    judged = CliRunner().invoke(app, ["monitor", str(tmp_path / "store"), "--json"])
+    assert judged.exit_code == 0, judged.output
+    assert [s["step"] for s in json.loads(judged.stdout)["steps"]] == [1]
+    assert "step(s) 2 not finished" in judged.output
+    again = import_rollout_dump(folder, store, "run")
+    assert again.steps == {2, 3} and again.count == 7 + 12
+    progress = store.run_progress("run")
+    assert not progress.in_progress and progress.finished == [1, 2, 3]
+    assert sum(1 for r in store.iter_records("run") if r.step == 2) == 12
+
+
+def test_an_unfinished_step_older_than_the_newest_is_read_again_and_completed(tmp_path):
+    """A step left half-written by a killed ``--again`` (or any step the run holds unmarked) is completed by the
+    next import, not left as it is because it is not the newest."""
+    folder = _dump(tmp_path, 1, 2, 3)
+    store = LocalStore(tmp_path / "store")
+    import_rollout_dump(folder, store, "run")
+    # the marker of step 2 lost (an import killed before it marked step 2, then step 3 imported by hand)
+    (tmp_path / "store/runs/run/finished/step=2.json").unlink()
+    manifest = json.loads((tmp_path / "store/runs/run/manifest.json").read_text())
+    (tmp_path / "store/runs/run/manifest.json").write_text(json.dumps({**manifest, "finished_at": None}))
+    assert store.run_progress("run").unfinished == [2]
+    import_rollout_dump(folder, store, "run")
+    assert store.run_progress("run").unfinished == [] and not store.run_progress("run").in_progress
+
+
+def test_a_store_that_refuses_a_rollout_leaves_its_step_unfinished(tmp_path):
+    folder = _dump(tmp_path, 1, 2)
+
+    class Refuses(LocalStore):
+        def put_record(self, record):  # type: ignore[override]
+            if record.step == 2 and record.rollout_id == "g1_0":
+                raise StoreError("disk full")
+            return super().put_record(record)
+
+    store = Refuses(tmp_path / "store")
+    with pytest.raises(StoreError):
+        import_rollout_dump(folder, store, "run")
+    progress = LocalStore(tmp_path / "store").run_progress("run")
+    assert progress.in_progress and progress.unfinished == [2]
