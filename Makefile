@@ -75,7 +75,7 @@ test-verifiers: $(VF_VENV)/.installed
 	$(VF_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py \
 		tests/integrations/test_verifiers_env_real.py tests/integrations/test_round_thirtythree_verifiers.py tests/integrations/test_round_thirtyfour_trainers.py \
 		tests/integrations/test_round_thirtyfive_b_verifiers.py tests/integrations/test_round_thirtysix_verifiers_watch.py \
-		tests/integrations/test_round_thirtyseven_trainer_monitoring.py
+		tests/integrations/test_round_thirtyseven_trainer_monitoring.py tests/integrations/test_round_thirtyseven_b_step_marks.py
 	# The docs' verifiers examples, with the real package (the default venv skips the one that needs it).
 	$(VF_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k verifiers
 
@@ -93,7 +93,8 @@ $(VF03_VENV)/.installed: pyproject.toml
 test-verifiers-0.3: $(VF03_VENV)/.installed
 	$(VF03_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py \
 		tests/integrations/test_verifiers_env_real.py tests/integrations/test_round_thirtyfive_b_verifiers.py \
-		tests/integrations/test_round_thirtysix_verifiers_watch.py tests/integrations/test_round_thirtyseven_trainer_monitoring.py
+		tests/integrations/test_round_thirtysix_verifiers_watch.py tests/integrations/test_round_thirtyseven_trainer_monitoring.py \
+		tests/integrations/test_round_thirtyseven_b_step_marks.py
 
 # The verl adapter through verl's NaiveRewardManager (verl pins an older transformers than the trl extra
 # and brings ray); the extra includes torch's CPU wheel.

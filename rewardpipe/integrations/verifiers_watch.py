@@ -12,14 +12,24 @@ transcripts of the latest steps are kept for :meth:`GroupWatch.transcript`. Each
 (:meth:`GroupWatch.group_metrics`, the ones TRL's callback logs) are put in its rollouts' metrics by the rubric, where
 vf-eval and the trainers average them over a batch. A rollout verifiers scores alone (``score_rollout``) has no group
 and is not watched.
+
+verifiers (0.2.1, and 0.3.1's classic API) scores an evaluation (``env.evaluate``, ``vf-eval``, a trainer's periodic
+eval) with the same ``Rubric.score_group`` as training, and nothing in the groups it hands over tells the two apart:
+counted, an evaluation's groups would fill training steps and be judged as what the model trained on. Groups scored
+inside :meth:`GroupWatch.evaluating` (a context: the evaluation's tasks inherit it) are counted apart
+(``evaluation_groups``), never in a step; a group of another size than the run's first one (an evaluation outside
+it most often asks another number of rollouts per example) is warned of once. An evaluation given a rubric of its
+own without ``watch`` is never seen at all.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
@@ -36,6 +46,12 @@ KEPT_STEPS = 4
 #: every rollout's conversation, then stores them.
 KEPT_MESSAGE_CHARS = TRAINER_TRANSCRIPT_MESSAGE_CHARS
 KEPT_MESSAGES = TRAINER_TRANSCRIPT_MESSAGES
+#: The watches (by id) whose groups scored in this context are an evaluation's (:meth:`GroupWatch.evaluating`): a
+#: context variable, so an evaluation's asyncio tasks and ``asyncio.to_thread`` calls see it and the training's
+#: tasks running beside it (created outside it) do not.
+_EVALUATING: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+    "rewardpipe_verifiers_evaluating", default=frozenset()
+)
 
 
 def _value(value: Any) -> float | None:
@@ -129,6 +145,43 @@ class GroupWatch:
         self._groups = 0  # groups in _pending
         self._transcripts: dict[str, tuple[int, list[dict[str, Any]]]] = {}  # transcript key -> (step, messages)
         self._lock = threading.Lock()
+        self.evaluation_groups = 0  # groups scored inside evaluating(): in no training step
+        self._group_size: int | None = None  # the first training group's rollouts (a group of another size is said)
+        self._size_warned = False
+
+    @contextlib.contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """Groups this watch is given inside the context (and in the asyncio tasks and threads started from it) are
+        an evaluation's: counted in ``evaluation_groups``, never in a training step. verifiers gives the rubric
+        nothing that tells an evaluation's groups from training ones, so wrap ``env.evaluate(...)`` (or give the
+        evaluation a rubric without ``watch``)."""
+        token = _EVALUATING.set(_EVALUATING.get() | {id(self)})
+        try:
+            yield
+        finally:
+            _EVALUATING.reset(token)
+
+    def _is_evaluation(self, size: int) -> bool:
+        """Whether a group of ``size`` rollouts is an evaluation's (inside :meth:`evaluating`); a training group of
+        another size than the run's first is warned of once (an evaluation not wrapped, most likely). Under the
+        lock."""
+        if id(self) in _EVALUATING.get():
+            self.evaluation_groups += 1
+            return True
+        if self._group_size is None:
+            self._group_size = size
+        elif size != self._group_size and not self._size_warned:
+            self._size_warned = True
+            logger.warning(
+                "rewardpipe: a group of %s rollout(s) after groups of %s rollouts in run %s: verifiers does not tell "
+                "an evaluation's groups from training ones, so this one is counted in training step %s; run "
+                "evaluations inside `with watch.evaluating():` (or with a rubric without watch=) to keep them out",
+                size,
+                self._group_size,
+                self.run_id,
+                self.step,
+            )
+        return False
 
     def add_group(
         self,
@@ -144,6 +197,8 @@ class GroupWatch:
         if not components:  # no rollout to judge: not a group (it would make an empty step)
             return None
         with self._lock:
+            if self._is_evaluation(len(components)):
+                return None
             group_id = f"g{self._groups}"
             step = self.step
             # the whole group is built before any of it is kept: a rollout that raised half-way left the rollouts

@@ -120,3 +120,81 @@ def test_a_store_that_refuses_a_rollout_leaves_its_step_unfinished(tmp_path):
         import_rollout_dump(folder, store, "run")
     progress = LocalStore(tmp_path / "store").run_progress("run")
     assert progress.in_progress and progress.unfinished == [2]
+
+
+# --------------------------------------------------------------------------------------------------
+# verifiers: evaluation groups scored by the watched rubric are no training step's
+
+VF_WEIGHTS = {"format": 0.2, "answer_correct": 0.8}
+
+
+def _vf_group(correct: list[float]) -> list[dict[str, float]]:
+    return [{"format": 1.0, "answer_correct": value} for value in correct]
+
+
+def test_groups_scored_while_evaluating_are_kept_out_of_training_steps():
+    """verifiers 0.2.1 and 0.3.1 call the same ``Rubric.score_group`` for ``env.evaluate`` as for training, with
+    nothing in the states telling them apart: an evaluation between two training batches was counted in the training
+    steps (its groups completed a step, which was judged on groups not trained on). Groups scored inside
+    ``watch.evaluating()`` are counted apart."""
+    from rewardpipe.integrations.verifiers_watch import GroupWatch
+
+    watch = GroupWatch(groups_per_step=2, run_id="vf-eval")
+    watch.add_group(_vf_group([1.0, 0.0]), VF_WEIGHTS)
+    with watch.evaluating():
+        for _ in range(3):
+            assert watch.add_group(_vf_group([1.0]), VF_WEIGHTS) is None
+    assert watch.reports == [] and watch.evaluation_groups == 3
+    report = watch.add_group(_vf_group([0.0, 1.0]), VF_WEIGHTS)
+    assert report is not None and report.step == 0
+    assert {r for r in report.to_dict()["components"]} >= {"answer_correct"}
+    assert watch.add_group(_vf_group([1.0, 0.0]), VF_WEIGHTS) is None  # the step after: one group so far
+
+
+def test_a_group_of_another_size_is_warned_of_once(caplog):
+    """When the watch cannot tell (an evaluation not wrapped in ``evaluating()``), a group of a size the run's groups
+    did not have (vf-eval's default is one rollout per example) is said, once, with the switch to use."""
+    from rewardpipe.integrations.verifiers_watch import GroupWatch
+
+    watch = GroupWatch(groups_per_step=4, run_id="vf-eval")
+    with caplog.at_level("WARNING", logger="rewardpipe.verifiers"):
+        watch.add_group(_vf_group([1.0, 0.0]), VF_WEIGHTS)
+        watch.add_group(_vf_group([1.0, 0.0]), VF_WEIGHTS)
+        assert not caplog.records
+        watch.add_group(_vf_group([1.0]), VF_WEIGHTS)
+        watch.add_group(_vf_group([1.0, 0.0, 1.0]), VF_WEIGHTS)
+    warned = [r.getMessage() for r in caplog.records if "evaluating()" in r.getMessage()]
+    assert len(warned) == 1 and "1 rollout" in warned[0] and "2 rollouts" in warned[0]
+
+
+@pytest.mark.verifiers
+def test_a_real_evaluation_between_training_groups_is_not_a_training_step():
+    import asyncio
+
+    vf = pytest.importorskip("verifiers")
+    from openai import AsyncOpenAI
+
+    try:
+        from verifiers.clients.openai_chat_completions_client import OpenAIChatCompletionsClient
+    except ImportError:  # verifiers 0.3: the classic API under verifiers.legacy
+        from verifiers.legacy.clients.openai_chat_completions_client import OpenAIChatCompletionsClient
+
+    from rewardpipe.integrations.verifiers import rubric
+    from rewardpipe.integrations.verifiers_watch import GroupWatch
+    from tests.integrations.test_verifiers_real import _dataset, chat_server
+
+    legacy = getattr(vf, "legacy", vf) if not hasattr(vf, "SingleTurnEnv") else vf
+    watch = GroupWatch(groups_per_step=2, run_id="vf-eval")
+    server, url, _ = chat_server(lambda messages: "#### 12")
+    try:
+        env = legacy.SingleTurnEnv(dataset=_dataset(), rubric=rubric("gsm8k", watch=watch))
+        client = OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="local"))
+        group = [{"prompt": [{"role": "user", "content": "5 + 7?"}], "example_id": 0, "answer": "12"}] * 2
+        asyncio.run(env.run_group(group, client, "scripted", {}))
+        with watch.evaluating():
+            asyncio.run(env.evaluate(client, "scripted", {}, num_examples=1, rollouts_per_example=2))
+        assert watch.reports == [] and watch.evaluation_groups == 1
+        asyncio.run(env.run_group(group, client, "scripted", {}))
+    finally:
+        server.shutdown()
+    assert len(watch.reports) == 1 and watch.reports[0].step == 0
