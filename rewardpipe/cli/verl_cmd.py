@@ -30,6 +30,12 @@ def import_cmd(
         help="Write the steps the run already holds again (by default only new steps are imported); a step the dump "
         "no longer holds whole (rewritten by a resumed run) is left either way.",
     ),
+    live: bool = typer.Option(
+        False,
+        "--live",
+        help="verl is still running: the newest step file is imported but left unfinished (monitor and report do "
+        "not judge it) until an import finds a later step's file, or one without --live (after the training).",
+    ),
 ) -> None:
     """Write each rollout of verl's dump as a record (its components, verl's score as the aggregate) and a
     transcript (prompt and response), grouped by verl's uid or, without one, by prompt; then run `rewardpipe
@@ -51,7 +57,7 @@ def import_cmd(
         weights = {component.name: component.weight for component in chosen.components}
     try:
         store = open_store(out)
-        read = import_rollout_dump(dump, store, run_id, weights, again=again)
+        read = import_rollout_dump(dump, store, run_id, weights, again=again, live=live)
     except (ValueError, StoreError, OSError) as exc:
         fail(str(exc))
     for failed in read.failures:  # the run's steps are then not marked: monitor counts them as a run without marks
@@ -66,6 +72,11 @@ def import_cmd(
         )
     if not read.count and not read.already_stored:
         fail(f"{dump}: no rollout could be read")
+    for step in read.left_unfinished:
+        note(
+            f"step {step} left unfinished (--live: verl may still be writing its file): monitor and report do not "
+            f"judge it until an import finds a later step's file, or one without --live"
+        )
     components = ", ".join(read.components) or (
         "none, so only the aggregate (verl's score) is judged: verl 0.9.1's v1 trainer dumps no reward_extra_info "
         "(trainer.use_v1=false dumps each component)"

@@ -84,6 +84,8 @@ class DumpRead:
     output_indices: list[int] = field(default_factory=list, repr=False)
     #: :func:`import_rollout_dump`: what failed in keeping the run's manifest and step marks (a line each)
     failures: list[str] = field(default_factory=list)
+    #: :func:`import_rollout_dump` with ``live``: the step stored but not marked finished (verl may be writing it)
+    left_unfinished: list[int] = field(default_factory=list)
 
 
 def file_step(file: Path) -> int | None:
@@ -511,6 +513,7 @@ def import_rollout_dump(
     weights: Mapping[str, float] | None = None,
     *,
     again: bool = False,
+    live: bool = False,
 ) -> DumpRead:
     """Write the dump's records and transcripts into ``store`` (a :class:`rewardpipe.store.Store`) under ``run_id``,
     one step file at a time (a long run's dump is never held whole). A step the store already holds for the run is
@@ -524,7 +527,12 @@ def import_rollout_dump(
     (:class:`rewardpipe.integrations.progress.StoredProgress`): a step is marked finished once every rollout of it is
     stored, so ``monitor`` / ``report`` running during the import, or after it was killed half-way, name that step
     unfinished instead of judging part of its groups; the next import reads an unfinished step again and completes
-    it. A run imported before without a manifest (every step counted) is left so."""
+    it. A run imported before without a manifest (every step counted) is left so.
+
+    ``live`` (verl is still running): the newest step file is stored but not marked finished. verl writes its step
+    files one at a time and in order (one dump thread), so a step file is whole once a later step's file exists, but
+    the newest one may be caught mid-write ending in a newline (whole lines, not all of them), which nothing in the
+    file tells; the next import reads it again and marks it once a later file exists, or when not ``live``."""
     from rewardpipe.store import run_id_problem
 
     problem = run_id_problem(run_id)
@@ -535,14 +543,14 @@ def import_rollout_dump(
     dump_files(path)  # (a path that is no dump is said before anything is written into the store: the lock file)
     lock = store.lock_run(run_id)
     try:
-        return _import_locked(path, store, run_id, weights, again)
+        return _import_locked(path, store, run_id, weights, again, live)
     finally:
         if lock is not None:
             lock.close()
 
 
 def _import_locked(
-    path: str | Path, store: Any, run_id: str, weights: Mapping[str, float] | None, again: bool
+    path: str | Path, store: Any, run_id: str, weights: Mapping[str, float] | None, again: bool, live: bool
 ) -> DumpRead:
     from rewardpipe.integrations.progress import StoredProgress
 
@@ -552,7 +560,8 @@ def _import_locked(
     marks = _StepMarks(StoredProgress(store, run_id, "verl import"), weights or {}, bool(held))
     summary = DumpRead()
     given = Path(path).is_file()
-    for file in dump_files(path, summary.skipped):
+    files = dump_files(path, summary.skipped)
+    for file in files:
         named = file_step(file)
         if named is not None and plan.left_alone(named):
             summary.already_stored.append(named)  # (not read: its lines are the step's, and the run holds it)
@@ -573,7 +582,11 @@ def _import_locked(
             summary.failures += marks.before_step()
             # (a store that fails a write raises out of the import: the step stays unmarked, so unfinished)
             written = _import_step(store, run_id, step, rollouts, plan, summary) or written
-            summary.failures += marks.whole(step, len(rollouts))
+            if live and file == files[-1]:  # verl may still be writing it: whole once a later step's file exists
+                summary.left_unfinished.append(step)
+                marks.cut_short(step, len(rollouts))
+            else:
+                summary.failures += marks.whole(step, len(rollouts))
         if written or not steps:  # a step left as the run holds it had its lines named when it was imported
             summary.skipped += read.skipped
             summary.grouped_by_uid = summary.grouped_by_uid or read.grouped_by_uid
@@ -607,6 +620,10 @@ class _StepMarks:
         """Every rollout the dump holds of ``step`` is stored: marked finished."""
         failed = self.progress.step_stored(step, rollouts, True)
         return [failed] if failed else []
+
+    def cut_short(self, step: int, rollouts: int) -> None:
+        """``step`` may not be whole: left unfinished (and the run in progress), to be marked by a later import."""
+        self.progress.step_stored(step, rollouts, False)
 
     def end(self) -> list[str]:
         """The import done: the run finished again when every step of it is marked (one cut short may not be)."""

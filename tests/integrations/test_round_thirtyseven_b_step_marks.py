@@ -198,3 +198,36 @@ def test_a_real_evaluation_between_training_groups_is_not_a_training_step():
     finally:
         server.shutdown()
     assert len(watch.reports) == 1 and watch.reports[0].step == 0
+
+
+def test_a_live_import_leaves_the_newest_step_file_unmarked_until_a_later_one_exists(tmp_path):
+    """verl writes its step files one at a time, in order (one dump thread), and a file caught mid-write most often
+    ends in a newline (whole lines, not all of them): imported during training, the newest step was marked finished
+    on part of its groups. With ``live`` the newest step file is stored but left unfinished until a later step's file
+    exists; an import without it (the training ended) marks it."""
+    folder = _dump(tmp_path, 1)
+    partial = _step(2)[:5]  # verl caught after 5 of its 12 lines
+    (folder / "2.jsonl").write_text("".join(line + "\n" for line in partial), encoding="utf-8")
+    store = LocalStore(tmp_path / "store")
+    first = import_rollout_dump(folder, store, "run", live=True)
+    assert first.steps == {1, 2} and first.count == 12 + 5
+    progress = store.run_progress("run")
+    assert progress.in_progress and progress.finished == [1] and progress.unfinished == [2]
+    _dump(tmp_path, 2, 3)  # verl finished step 2 and wrote step 3
+    second = import_rollout_dump(folder, store, "run", live=True)
+    assert second.count == 7 + 12
+    progress = store.run_progress("run")
+    assert progress.finished == [1, 2] and progress.unfinished == [3]
+    import_rollout_dump(folder, store, "run")  # the training ended: every file is whole
+    progress = store.run_progress("run")
+    assert not progress.in_progress and progress.finished == [1, 2, 3]
+
+
+def test_the_command_takes_live_and_says_the_step_left_unfinished(tmp_path):
+    from rewardpipe.cli import app
+
+    folder = _dump(tmp_path, 1, 2)
+    out = CliRunner().invoke(app, ["verl", "import", str(folder), "--out", str(tmp_path / "store"), "--live"])
+    assert out.exit_code == 0, out.output
+    assert "step 2" in out.output and "unfinished" in out.output
+    assert LocalStore(tmp_path / "store").run_progress("verl").unfinished == [2]
