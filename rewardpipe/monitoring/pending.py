@@ -47,7 +47,8 @@ def check_pending(
     """Check every unchecked step of ``run_ids`` (default: every run in the store), oldest first.
 
     ``skip_newest`` leaves each run's highest step alone: a scheduled check cannot know whether the
-    trainer is still writing it (a later step proves it complete).
+    trainer is still writing it (a later step proves it complete). A run whose manifest says it is still being
+    written has its unfinished steps (no completion marker) left unchecked too, to be checked once marked.
     """
     sinks = list(sinks)
     checks: list[RunCheck] = []
@@ -59,7 +60,11 @@ def check_pending(
         check = RunCheck(run_id)
         checks.append(check)
         try:
+            # Finished steps only, as `monitor` and `report` judge (see "When is a step finished?" in
+            # rewardpipe.store): a step its writer left unmarked holds part of its groups, and once checked it would
+            # never be judged whole.
             steps = store.list_steps(run_id)
+            progress = store.run_progress(run_id)
             state, state_problem = load_state(store, run_id)
         except Exception as exc:  # noqa: BLE001 - one broken run must not stop the others
             check.problems.append({"run_id": run_id, "step": None, "error": _describe(exc)})
@@ -68,6 +73,9 @@ def check_pending(
             check.problems.append({"run_id": run_id, "step": None, "error": state_problem.reason})
         if skip_newest and steps:
             steps = steps[:-1]
+        if progress.in_progress:
+            finished = set(progress.finished)
+            steps = [step for step in steps if step in finished]
         for step in state.unchecked(steps):
             try:
                 check.results.append(monitor_step(store, run_id, step, thresholds, sinks, publisher=publisher))

@@ -231,3 +231,40 @@ def test_the_command_takes_live_and_says_the_step_left_unfinished(tmp_path):
     assert out.exit_code == 0, out.output
     assert "step 2" in out.output and "unfinished" in out.output
     assert LocalStore(tmp_path / "store").run_progress("verl").unfinished == [2]
+
+
+# --------------------------------------------------------------------------------------------------
+# The scheduled check (check_pending) reads the same marks as monitor and report
+
+
+def test_the_scheduled_check_never_judges_an_unfinished_step(tmp_path):
+    """``check_pending`` (the variance-check Lambda, a catch-up) judged every stored step but the newest, marks
+    unread: a step the store took only part of (a writer stopped or refused half-way through it, a ``rewardpipe
+    run`` step whose records were spilled, which it leaves unchecked) was judged on part of its groups and recorded
+    as checked, never judged again once completed. Written here as every writer keeps its marks (StoredProgress)."""
+    from rewardpipe.integrations.progress import StoredProgress
+    from rewardpipe.integrations.verl_dump import read_rollout_dump
+    from rewardpipe.models import Record
+    from rewardpipe.monitoring import check_pending
+
+    read = read_rollout_dump(_dump(tmp_path, 0, 1, 2), "run")
+    store = LocalStore(tmp_path / "store")
+    progress = StoredProgress(store, "run", "test")
+    assert progress.start(reward="verl", weights={}) is None
+    for step in (0, 1, 2):
+        records = [r for r in read.records if r["step"] == step]
+        kept = records[:5] if step == 1 else records  # the store stopped taking step 1's records after 5
+        for record in kept:
+            store.put_record(Record.model_validate(record))
+        assert progress.before_step() is None
+        assert progress.step_stored(step, len(kept), whole=step != 1) is None
+    assert store.run_progress("run").unfinished == [1]
+    (check,) = check_pending(store, ["run"], skip_newest=True)
+    assert check.checked_steps == [0]
+    (check,) = check_pending(store, ["run"])
+    assert check.checked_steps == [2]
+    for record in [r for r in read.records if r["step"] == 1][5:]:  # completed (a resume): judged then
+        store.put_record(Record.model_validate(record))
+    store.mark_step_finished("run", 1, stored=7)
+    (check,) = check_pending(store, ["run"])
+    assert check.checked_steps == [1] and check.results[0].steps[0].records == 12
