@@ -555,7 +555,9 @@ def _import_locked(
     from rewardpipe.integrations.progress import StoredProgress
 
     held = set() if run_id not in store.list_runs() else set(store.list_steps(run_id))
-    unfinished = set(store.run_progress(run_id).unfinished) if held else set()
+    # (a store of your own without step marks: its steps say nothing either way, every one counted)
+    marked = callable(getattr(store, "run_progress", None))
+    unfinished = set(store.run_progress(run_id).unfinished) if held and marked else set()
     plan = _Held(held, again, unfinished)
     marks = _StepMarks(StoredProgress(store, run_id, "verl import"), weights or {}, bool(held))
     summary = DumpRead()
