@@ -140,7 +140,12 @@ def test_metrics_are_emitted_for_declared_components_and_a_few_others(monkeypatc
         for rec in _wide_records("wide"):
             store.put_record(rec)
         # the run's manifest declares "style" besides the deployed reward's "correctness"
-        store.put_json(manifest_key("wide"), {"components": {"style": {"range": [0, 2], "role": "shaping"}}})
+        # (a finished run's manifest: since round thirty-seven the check judges only the finished steps of a run whose
+        # manifest says it is still being written, as monitor and report do)
+        store.put_json(
+            manifest_key("wide"),
+            {"components": {"style": {"range": [0, 2], "role": "shaping"}}, "finished_at": "2026-12-01T00:00:00Z"},
+        )
         deployed = {"correctness": {"range": [0, 2], "role": "outcome", "weight": 1.0}}
         # a deployment synthesized before REWARD_COMPONENTS names its reward's components by REWARD_WEIGHTS only
         settings = Settings(bucket="records", reward_components=deployed, reward_weights={"junk039": 1.0})
