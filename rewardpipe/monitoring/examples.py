@@ -95,6 +95,8 @@ def _unsampled_constant_leads(acc: StepAcc, component: str, eps: float, wanted: 
     constant (they are another task's, or the few that still vary). Such an alarm had no example at all."""
     name = AGG if component == AGGREGATE_TARGET else component
     leads: list[SampledRollout] = []
+    if wanted <= 0:  # (the sample showed enough groups: no lead rebuilt for nothing)
+        return leads
     for group in zero_variance_groups(name, acc, eps):
         if len(leads) == wanted:
             break
@@ -102,6 +104,23 @@ def _unsampled_constant_leads(acc: StepAcc, component: str, eps: float, wanted: 
         if lead is not None and is_score(_value(lead, component)):
             leads.append(lead)
     return leads
+
+
+def _unsampled_lead_off(acc: StepAcc, component: str, eps: float, shown: str) -> list[SampledRollout]:
+    """The first rollout of the first zero-variance group beyond the sample whose value is not ``shown`` (as
+    :func:`fmt` writes it), read from the per-group table before any rollout is rebuilt; [] when there is none."""
+    name = AGG if component == AGGREGATE_TARGET else component
+    table = acc.table.get(name)
+    if table is None:
+        return []
+    index = {key: i for i, key in enumerate(acc.groups)}
+    for group in zero_variance_groups(name, acc, eps):
+        if group in acc.sample or fmt(float(table.minimum[index[group]])) == shown:
+            continue
+        lead = acc.lead(group)
+        if lead is not None and is_score(_value(lead, component)):
+            return [lead]
+    return []
 
 
 def _cancelling_leads(acc: StepAcc, eps: float) -> list[tuple[Any, SampledRollout, str]]:
@@ -258,23 +277,38 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
         if not ranked:  # no sampled group shows it (its constant groups are the step's later ones)
             ranked = _cancelling_leads(acc, eps)
     else:
+        # Constant within groups, at different values across them: the first group of each value before a second
+        # group of any (three groups where a penalty set per prompt is 0 hid the tasks whose groups it fires on).
+        seen_values: dict[Any, int] = {}
         for group, without in _constant_groups(acc, component, eps):
             # "every rollout of its group" was said of a group whose other rollouts had a NaN or None, the
             # component's only difference there (left out of the figures: no number to compare)
             others = f" that has a number ({without} other scored rollout(s): None, NaN or inf)" if without else ""
+            as_text = fmt(_value(group[0], component))
+            repeats = seen_values[as_text] = seen_values.get(as_text, -1) + 1
             for r in group:
                 value = _value(r, component)
                 if alarm.cause == "constant_at_minimum" and component in th.outcome_components:
                     rank, reason = _execution_reason(r)
+                elif alarm.cause == "constant_within_groups":
+                    rank, reason = repeats, _behaviour(r)
                 else:
                     rank, reason = 0, _behaviour(r)
                 base = f"{component} = {fmt(value)}, like every rollout of its group{others}"
                 ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
         groups = len({(getattr(r, "step", None), r.group_id) for _, r, _ in ranked})
-        for r in _unsampled_constant_leads(acc, component, eps, EXAMPLES_PER_ALARM - groups):
-            base = f"{component} = {fmt(_value(r, component))}, like every rollout of its group that has a number"
+        unsampled = _unsampled_constant_leads(acc, component, eps, EXAMPLES_PER_ALARM - groups)
+        if alarm.cause == "constant_within_groups" and len(seen_values) == 1:
+            # every sampled constant group at one value: a group beyond the sample at another shows the contrast
+            unsampled = _unsampled_lead_off(acc, component, eps, next(iter(seen_values)))[:1] + unsampled
+        for r in unsampled:
+            as_text = fmt(_value(r, component))
+            base = f"{component} = {as_text}, like every rollout of its group that has a number"
             if alarm.cause == "constant_at_minimum" and component in th.outcome_components:
                 rank, reason = _execution_reason(r)
+            elif alarm.cause == "constant_within_groups":
+                rank, reason = seen_values.get(as_text, -1) + 1, _behaviour(r)
+                seen_values[as_text] = rank
             else:
                 rank, reason = 0, _behaviour(r)
             ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))

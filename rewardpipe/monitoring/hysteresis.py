@@ -129,6 +129,16 @@ def track_component(
     if early and stats.verdict != "dead":
         stats.alarm_active = target.active  # nothing it says is news: the later steps judged the component
         return None
+    if stats.verdict == "info" and target.active and target.alarm_cause == "constant_within_groups":
+        # A component set per prompt (a penalty firing on whole tasks' groups) at a step where no prompt set it off:
+        # still no signal inside any group, which is no recovery and no reason to stop judging it; closing here
+        # reopened the same onset at the next step where a task fired it.
+        stats.alarm_active = True
+        stats.message = (
+            f"{stats.message} (its dead alarm, open since step {target.since}, stays open: it was set per prompt, "
+            f"and a step where no prompt set it off is no recovery)"
+        )
+        return None
     if stats.verdict == "info" and target.active:
         # an idle penalty is not judged dead (alarm_idle_penalties off): its open alarm is closed, and said so
         alarm = stop_judging(target, stats.name, step, run_id, IDLE_PENALTY)
@@ -142,6 +152,7 @@ def track_component(
         target, step, bad=stats.verdict == "dead", recovered=frac < th.recover_fraction, raise_after=th.raise_after
     )
     if change is not None and change.kind == "recovered":
+        target.alarm_cause = None
         alarm = Alarm(
             kind="recovered",
             component=stats.name,
@@ -156,6 +167,7 @@ def track_component(
             figures=alarm_figures(stats, th),
         )
     elif change is not None:
+        target.alarm_cause = stats.cause
         message = stats.message or ""
         figures = {**alarm_figures(stats, th), "consecutive_dead_steps": target.streak}
         if stats.pooled_steps and target.streak_since is not None:
@@ -214,7 +226,7 @@ def stop_judging(target: TargetState, name: str, step: int, run_id: str | None, 
     says it was not a recovery. Returns that alarm, or None when no alarm was open."""
     since, was_active = target.since, target.active
     target.active, target.streak, target.since, target.streak_since = False, 0, None, None
-    target.dead_streak = 0
+    target.dead_streak, target.alarm_cause = 0, None
     target.dying_active, target.dying_since, target.dying_seen = False, None, 0
     if not was_active:
         return None
@@ -368,6 +380,7 @@ def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th
         early=early,
     )
     if change is not None and change.kind == "recovered":
+        target.alarm_cause = None
         alarm = Alarm(
             kind="recovered",
             component=ERRORS_TARGET,

@@ -188,11 +188,20 @@ def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str
             f"the whole reward gives no gradient"
         )
     # constant_within_groups
-    return (
+    text = (
         f"{who} is constant inside {share} although it varies across the batch (batch std "
         f"{fmt(s['std'])}, mean within-group std {fmt(s['within_group_std_mean'])}): it depends on the "
         f"prompt, not on the response, so GRPO learns nothing from it; batch std hides this, group std shows it"
     )
+    if s.get("per_prompt"):
+        end, at_end, elsewhere, penalty = s["per_prompt"]
+        text += (
+            f" (it is {fmt(end)} in every rollout of {at_end} groups and another value in every rollout of "
+            f"{elsewhere}: set per prompt, not per rollout"
+            + ("; a penalty that fires on whole groups reads the task, not what the model did" if penalty else "")
+            + ")"
+        )
+    return text
 
 
 #: ``kind`` of the warning for a run whose every group holds one rollout (see :func:`run_warnings`).

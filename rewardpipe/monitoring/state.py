@@ -44,6 +44,9 @@ class TargetState(BaseModel):
     #: Consecutive checked steps whose fit found a rise (a warning needs trend.CONFIRM_STEPS of them).
     dying_seen: int = Field(default=0, ge=0)
     dying_since: int | None = None
+    #: The cause of the open dead alarm (None: none open, or a state written before it was kept): a component set
+    #: per prompt (``constant_within_groups``) stays alarmed through a step where no prompt set it off its end.
+    alarm_cause: str | None = None
     #: First step of an open pool of small steps (too few groups for a verdict): rewardpipe.monitoring.pooling.
     pooled_since: int | None = None
 
@@ -109,7 +112,8 @@ class MonitorState(BaseModel):
         for target in data["targets"].values():
             if target.get("pooled_since") is None:  # written only while a pool is open: states read as before
                 target.pop("pooled_since", None)
-            for kept_only_when_set in ("trend_groups", "dying_seen"):  # states without them read as before
+            # states without them read as before
+            for kept_only_when_set in ("trend_groups", "dying_seen", "alarm_cause"):
                 if not target.get(kept_only_when_set):
                     target.pop(kept_only_when_set, None)
         return data

@@ -219,13 +219,26 @@ def component_stats(
         lo, hi = value_range
         at_min = int((abs(zero_values - lo) <= tol).sum())
         at_max = int((abs(zero_values - hi) <= tol).sum())
-        if at_min / (eligible - sparse) >= th.dead_fraction:
-            cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_minimum", lo, at_min
-        elif at_max / (eligible - sparse) >= th.dead_fraction:
-            cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_maximum", hi, at_max
+        neutral_end = th.penalty_neutral_end(name, value_range if range_known else None)
+        for end_cause, end, at in (("constant_at_minimum", lo, at_min), ("constant_at_maximum", hi, at_max)):
+            if at / (eligible - sparse) < th.dead_fraction:
+                continue
+            # A penalty at its neutral end in most groups that, off it, fires on whole groups (every rollout of a
+            # group) at least as often as it varies is set per prompt, not per rollout: dead, constant within groups.
+            # Called "never fires" (info) on a step where its neutral end reached dead_fraction and
+            # constant_within_groups on the next where it fell short, it flapped between info and dead with the
+            # binomial noise of the firing groups, an alarm raised and closed each time.
+            whole_off_end = len(zero_values) - at
+            if end_cause != neutral_end or not whole_off_end or whole_off_end < eligible - zero:
+                cause, stats["constant_value"], stats["at_value_groups"] = end_cause, end, at
+            break
+        if cause == "constant_within_groups" and max(at_min, at_max):
+            # what the message counts: the groups at the end most sit at, and the whole groups elsewhere
+            end, at = (lo, at_min) if at_min >= at_max else (hi, at_max)
+            stats["per_prompt"] = (end, at, len(zero_values) - at, neutral_end is not None)
     if cause == "constant_everywhere":
         stats["constant_value"] = stats["mean"]
-    neutral = th.penalty_neutral_end(name, value_range if range_known else None)
+    neutral = th.penalty_neutral_end(name, value_range if range_known else None)  # (None for an unknown range)
     # a penalty stuck at its other end fires on every rollout: its message asked "is it ever triggered?" (or called
     # it saturated and advised lowering its weight), the opposite of what happened
     stats["penalty_fires"] = (
@@ -264,6 +277,7 @@ def finish(name: str, stats: dict[str, Any], cancelling: list[str] | None = None
         "errors_left_out",
         "scale_zero_groups",
         "penalty_fires",
+        "per_prompt",
     ):
         stats.pop(internal, None)
     return ComponentStats(name=name, **stats)

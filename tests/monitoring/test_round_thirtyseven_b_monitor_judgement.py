@@ -1,0 +1,108 @@
+"""Round thirty-seven (second wave), the monitor's judgement: a component that stops varying within GRPO groups is
+alarmed once per onset, with the right cause and examples, and a healthy one never. Each test failed before its fix
+(docs/changelog.md, round thirty-seven, the monitor's judgement)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from rewardpipe.monitoring import MonitorState, Thresholds, monitor_records
+from rewardpipe.monitoring.statistics import SAMPLE_GROUPS
+from tests.monitoring.test_round_thirtyfive_monitor import _records  # (step, groups, values_of(g, i), k)
+
+PENALTY = {"pen": (-1.0, 0.0)}
+
+
+def _whole_group_penalty(steps: int, rate: float, seed: int, groups: int = 32) -> list[dict[str, Any]]:
+    """``pen`` fires (-1.0) on every rollout of about ``rate`` of the groups of a step, 0.0 elsewhere; ``good``
+    varies everywhere."""
+    rng = random.Random(seed)
+    records: list[dict[str, Any]] = []
+    for step in range(steps):
+        fired = {g for g in range(groups) if rng.random() < rate}
+        records += _records(step, groups, lambda g, i, f=fired: {"good": rng.random(), "pen": -1.0 if g in f else 0.0})
+    return records
+
+
+def _pen_alarms(result: Any) -> list[tuple[str, int, str]]:
+    return [(a.kind, a.step, a.cause) for a in result.alarms if a.component == "pen"]
+
+
+def test_a_penalty_firing_on_whole_groups_is_alarmed_once_with_its_cause():
+    """Fired on all 4 rollouts of ~12 % of the groups: it is constant inside every group, so it teaches nothing. It
+    was "never fires" (info) at each step where its 0 reached 90 % of groups and dead on the next where it fell
+    short: 22 alarms in 40 steps, a dead alarm and its closing "no longer judged" one, over and over."""
+    records = _whole_group_penalty(40, 0.12, seed=1)
+    result = monitor_records(records, Thresholds(ranges=PENALTY))
+    assert _pen_alarms(result) == [("dead_component", 0, "constant_within_groups")]
+    verdicts = {s.components["pen"].verdict for s in result.steps}
+    assert verdicts <= {"dead", "info"}  # info only where no group fired at all (still no signal, no recovery)
+    for report in result.steps:
+        stats = report.components["pen"]
+        assert stats.alarm_active
+        if stats.verdict == "dead":
+            assert stats.cause == "constant_within_groups"
+            assert "set per prompt, not per rollout" in stats.message
+            assert "a penalty that fires on whole groups" in stats.message
+
+
+def test_a_penalty_firing_on_whole_groups_stays_alarmed_through_a_step_it_never_fires_one_call_a_step():
+    """A step where no task fired it is all 0: "never fires", info, which closed the open alarm ("no longer judged")
+    and reopened it at the next step that fired. The open alarm's cause is kept in the state (a Lambda checks one
+    step a call)."""
+    rng = random.Random(2)
+    fired_at = {0: {3, 9}, 1: set(), 2: {5}, 3: set(), 4: {1, 2, 30}}
+    state: MonitorState | None = None
+    alarms = []
+    for step, fired in fired_at.items():
+        records = _records(step, 32, lambda g, i, f=fired: {"good": rng.random(), "pen": -1.0 if g in f else 0.0})
+        result = monitor_records(records, Thresholds(ranges=PENALTY), state)
+        state = result.state
+        alarms += _pen_alarms(result)
+        stats = result.step(step).components["pen"]
+        assert stats.alarm_active
+        assert stats.verdict == ("dead" if fired else "info")
+        if not fired:
+            assert "stays open" in (stats.message or "")
+    assert alarms == [("dead_component", 0, "constant_within_groups")]
+    assert MonitorState.from_dict(state.to_dict()).targets["component:pen"].alarm_cause == "constant_within_groups"
+
+
+def test_a_penalty_that_fires_on_single_rollouts_rarely_is_still_info():
+    """The healthy counterpart: a penalty that fires on one rollout of a few groups (it separates them) is an idle
+    penalty at 90 %+ of groups at 0, and raises nothing."""
+    rng = random.Random(3)
+    records: list[dict[str, Any]] = []
+    for step in range(20):
+        fired = {g for g in range(32) if rng.random() < 0.08}
+        records += _records(
+            step, 32, lambda g, i, f=fired: {"good": rng.random(), "pen": -1.0 if g in f and i == 0 else 0.0}
+        )
+    result = monitor_records(records, Thresholds(ranges=PENALTY))
+    assert _pen_alarms(result) == []
+    assert {s.components["pen"].verdict for s in result.steps} <= {"ok", "info"}
+
+
+def test_a_component_set_per_prompt_shows_groups_at_each_value_when_the_sample_holds_one():
+    """Constant inside every group, 0.0 for the first tasks (the step's sample, its first groups) and 1.0 for the
+    later ones: the examples were three groups at 0.0, which show nothing of it varying across groups."""
+    records = _records(0, 40, lambda g, i: {"good": float(i), "difficulty": 1.0 if g >= SAMPLE_GROUPS + 4 else 0.0})
+    (alarm,) = [a for a in monitor_records(records).alarms if a.component == "difficulty"]
+    assert alarm.cause == "constant_within_groups"
+    values = [e["reason"].split(",")[0] for e in alarm.examples]
+    assert "difficulty = 1.0" in values and "difficulty = 0.0" in values, alarm.examples
+    assert len({e["group_id"] for e in alarm.examples}) == len(alarm.examples) == 3
+
+
+def test_a_penalty_firing_on_whole_groups_past_the_sample_shows_a_group_it_fires_on():
+    """The same for a penalty that fires on the whole groups of two later tasks (95 % of groups at 0: it was "never
+    fires", info, and raised nothing)."""
+    fired = {SAMPLE_GROUPS + 3, SAMPLE_GROUPS + 7}
+    records = _records(0, 40, lambda g, i: {"good": float(i), "pen": -1.0 if g in fired else 0.0})
+    (alarm,) = [a for a in monitor_records(records, Thresholds(ranges=PENALTY)).alarms if a.component == "pen"]
+    assert alarm.cause == "constant_within_groups"
+    assert "it is 0.0 in every rollout of 38 groups and another value in every rollout of 2" in alarm.message
+    values = [e["reason"].split(",")[0] for e in alarm.examples]
+    assert "pen = -1.0" in values and "pen = 0.0" in values, alarm.examples
+
