@@ -27,9 +27,10 @@ Errors are judged per step as before (an error rate needs no groups).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -69,22 +70,36 @@ class StepHistory:
         candidates = {s for s in self._held if first <= s < step}
         if self._load is not None:
             if self._listing is not None:
-                if self._listed is None:
-                    try:
-                        self._listed = sorted(set(self._listing()))
-                    except Exception:  # noqa: BLE001 - a pool is judged on the steps that can be read
-                        self._listed = []
-                candidates.update(s for s in self._listed if first <= s < step)
+                candidates.update(s for s in self._listing_once() if first <= s < step)
             else:
                 candidates.update(range(max(first, step - self._keep + 1), step))
-        found: list[tuple[int, StepAcc]] = []
+        return list(itertools.islice(self._readable(candidates), self._keep - 1))[::-1]
+
+    def newest_before(self, step: int, span: int) -> Iterator[tuple[int, StepAcc]]:
+        """The steps before ``step`` that have records, newest first, at most ``span - 1`` of them, each read only
+        when the caller asks for it (a store-backed history reads no step a verdict does not need)."""
+        self._keep = max(self._keep, span)
+        candidates = {s for s in self._held if s < step}
+        if self._load is not None:
+            if self._listing is not None:
+                candidates.update(s for s in self._listing_once() if s < step)
+            else:
+                candidates.update(range(max(0, step - self._keep + 1), step))
+        return itertools.islice(self._readable(candidates), self._keep - 1)
+
+    def _listing_once(self) -> list[int]:
+        if self._listed is None:
+            try:
+                self._listed = sorted(set(self._listing())) if self._listing is not None else []
+            except Exception:  # noqa: BLE001 - a pool is judged on the steps that can be read
+                self._listed = []
+        return self._listed
+
+    def _readable(self, candidates: set[int]) -> Iterator[tuple[int, StepAcc]]:
         for earlier in sorted(candidates, reverse=True):
-            if len(found) == self._keep - 1:
-                break
             acc = self.get(earlier)
             if acc is not None:
-                found.append((earlier, acc))
-        return found[::-1]
+                yield earlier, acc
 
     def remember(self, step: int, acc: StepAcc) -> None:
         self._held[step] = acc
@@ -221,6 +236,15 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
         if alone.verdict != "insufficient_data":
             target.pooled_since = None
             continue
+        recovery = _trailing_recovery(target, step, acc, name, th, history, pooled_report)
+        if recovery is not None:
+            window, recovered, pool_acc = recovery
+            first = window[0]
+            _use_pooled(report, pooling, name, recovered, window, th)
+            target.pooled_since = None
+            if widest is None or first < widest[0]:
+                widest = (first, pool_acc)
+            continue
         first = target.pooled_since if target.pooled_since is not None else step
         earlier = history.before(first, step, pool_span(th)) if first < step else []
         if not earlier:
@@ -237,18 +261,57 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
             _say_pending(alone, steps, th, acc, pooled)
             continue
         target.pooled_since = None
-        pooled.pooled_steps = steps
-        pooled.message = (pooled.message + " " if pooled.message else "") + pooled_note(steps, th.min_groups)
-        if name == AGGREGATE_TARGET:
-            report.aggregate = pooled
-        else:
-            report.components[name] = pooled
-        pooling.pooled[name] = steps
+        _use_pooled(report, pooling, name, pooled, steps, th)
         if widest is None or first < widest[0]:
             widest = (first, pool_acc)
     if widest is not None:
         pooling.acc = widest[1]
     return pooling
+
+
+def _use_pooled(
+    report: StepReport, pooling: Pooling, name: str, pooled: ComponentStats, steps: list[int], th: Thresholds
+) -> None:
+    """Report ``pooled`` (judged over ``steps``) as the target's verdict at this step."""
+    pooled.pooled_steps = steps
+    pooled.message = (pooled.message + " " if pooled.message else "") + pooled_note(steps, th.min_groups)
+    if name == AGGREGATE_TARGET:
+        report.aggregate = pooled
+    else:
+        report.components[name] = pooled
+    pooling.pooled[name] = steps
+
+
+def _trailing_recovery(
+    target: Any,
+    step: int,
+    acc: StepAcc,
+    name: str,
+    th: Thresholds,
+    history: StepHistory,
+    judge: Callable[[list[tuple[int, StepAcc]]], tuple[StepReport, StepAcc]],
+) -> tuple[list[int], ComponentStats, StepAcc] | None:
+    """For a target whose dead alarm is open, at a small step: the latest steps up to this one that together make a
+    verdict (the fewest, newest first), when that verdict is a recovery (share below ``recover_fraction``), as
+    (their steps, the verdict, their accumulator); else None.
+
+    Pools are cut where they happen to open: a healthy stretch of small steps that straddles two pools, each half
+    dead, left both at about half zero-variance, above ``recover_fraction``, and the alarm open (or cleared a pool
+    late) although the stretch alone, enough groups for a verdict, had recovered. Only a recovery is judged over
+    such a window: a dead verdict is still judged over disjoint pools, each counting once towards ``raise_after``."""
+    if not target.active:
+        return None
+    window = [(step, acc)]
+    for earlier in history.newest_before(step, pool_span(th)):
+        window.insert(0, earlier)
+        window_report, window_acc = judge(window)
+        stats = window_report.aggregate if name == AGGREGATE_TARGET else window_report.components.get(name)
+        if stats is None or stats.verdict == "insufficient_data":
+            continue
+        if (stats.zero_variance_group_fraction or 0.0) >= th.recover_fraction or stats.verdict == "info":
+            return None
+        return _given_at(window, name), stats, window_acc
+    return None
 
 
 def _given_at(pool: list[tuple[int, StepAcc]], name: str) -> list[int]:

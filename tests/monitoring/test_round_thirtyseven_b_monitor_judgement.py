@@ -106,3 +106,59 @@ def test_a_penalty_firing_on_whole_groups_past_the_sample_shows_a_group_it_fires
     values = [e["reason"].split(",")[0] for e in alarm.examples]
     assert "pen = -1.0" in values and "pen = 0.0" in values, alarm.examples
 
+
+# Pools of small steps (2 groups a step, min_groups 4) straddling a healthy stretch.
+
+
+def _small_steps(dead_at: list[bool]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    for step, dead in enumerate(dead_at):
+        records += _records(step, 2, lambda g, i, d=dead: {"good": float(i), "c": 0.0 if d else float(i % 2)})
+    return records
+
+
+def _c_alarms(alarms: list[Any]) -> list[tuple[str, int, list[int] | None]]:
+    return [(a.kind, a.step, a.figures.get("pooled_steps")) for a in alarms if a.component == "c"]
+
+
+DEAD, HEALTHY = True, False
+
+
+def test_a_healthy_stretch_straddling_two_pools_clears_the_alarm():
+    """Dead at steps 0-4, healthy at 5-6 (4 groups, all varying: enough for a verdict), dead again from 7. The pools
+    were [4, 5] and [6, 7], each half dead, both above recover_fraction: the alarm stayed open, the recovery unseen."""
+    result = monitor_records(_small_steps([DEAD] * 5 + [HEALTHY] * 2 + [DEAD] * 5))
+    assert _c_alarms(result.alarms) == [
+        ("dead_component", 1, [0, 1]),
+        ("recovered", 6, [5, 6]),
+        ("dead_component", 8, [7, 8]),
+    ]
+    assert "pooled over steps 5\u20136" in next(a.message for a in result.alarms if a.kind == "recovered")
+
+
+def test_a_recovery_after_an_odd_pool_is_cleared_when_its_steps_are_enough():
+    """Healthy from step 5 on: the pool [4, 5] is half dead, and the recovery was said at step 7, a pool late."""
+    result = monitor_records(_small_steps([DEAD] * 5 + [HEALTHY] * 6))
+    assert _c_alarms(result.alarms) == [("dead_component", 1, [0, 1]), ("recovered", 6, [5, 6])]
+
+
+def test_a_store_checked_one_step_per_call_clears_it_too(tmp_path):
+    """The variance-check Lambda: one step per call, the earlier steps read back from the store."""
+    from rewardpipe.models import Record
+    from rewardpipe.monitoring import check_pending
+    from rewardpipe.store import LocalStore
+
+    store = LocalStore(tmp_path)
+    alarms = []
+    for record in _small_steps([DEAD] * 5 + [HEALTHY] * 2 + [DEAD] * 2):
+        store.put_record(Record.model_validate(record))
+    for check in check_pending(store, ["r"], Thresholds(), skip_newest=False):
+        alarms += [a for result in check.results for a in result.alarms]
+    assert _c_alarms(alarms) == [("dead_component", 1, [0, 1]), ("recovered", 6, [5, 6]), ("dead_component", 8, [7, 8])]
+
+
+def test_a_dead_stretch_straddling_two_pools_is_judged_on_the_pools_as_before():
+    """Only a recovery is judged over the latest steps: a dead verdict still counts disjoint pools (each once towards
+    raise_after), so healthy, dead, dead, healthy in pools [0, 1] and [2, 3] raises nothing."""
+    result = monitor_records(_small_steps([HEALTHY, DEAD, DEAD, HEALTHY, HEALTHY, HEALTHY]))
+    assert _c_alarms(result.alarms) == []
