@@ -295,7 +295,7 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
                 else:
                     rank, reason = 0, _behaviour(r)
                 base = f"{component} = {fmt(value)}, like every rollout of its group{others}"
-                ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
+                ranked.append((rank, r, f"{reason}; {base}" if reason else base))  # (cleaned once chosen)
         groups = len({(getattr(r, "step", None), r.group_id) for _, r, _ in ranked})
         unsampled = _unsampled_constant_leads(acc, component, eps, EXAMPLES_PER_ALARM - groups)
         if alarm.cause == "constant_within_groups" and len(seen_values) == 1:
@@ -311,10 +311,12 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
                 seen_values[as_text] = rank
             else:
                 rank, reason = 0, _behaviour(r)
-            ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
-    # A verdict pooled over small steps (rewardpipe.monitoring.pooling) picks rollouts of several steps.
+            ranked.append((rank, r, f"{reason}; {base}" if reason else base))  # (cleaned once chosen)
+    # A verdict pooled over small steps (rewardpipe.monitoring.pooling) picks rollouts of several steps. A reason is
+    # cleaned here, once chosen (clean is idempotent): cleaning every rollout of every constant sampled group, 64 a
+    # component for 3 examples, was 60 % of the time of a step with 1,000 components.
     return [
-        Example(r.rollout_id, r.group_id, step, _key(alarm, r, step), reason)
+        Example(r.rollout_id, r.group_id, step, _key(alarm, r, step), clean(reason))
         for r, reason in _spread(ranked)
         for step in [getattr(r, "step", alarm.step)]
     ]

@@ -162,3 +162,21 @@ def test_a_dead_stretch_straddling_two_pools_is_judged_on_the_pools_as_before():
     raise_after), so healthy, dead, dead, healthy in pools [0, 1] and [2, 3] raises nothing."""
     result = monitor_records(_small_steps([HEALTHY, DEAD, DEAD, HEALTHY, HEALTHY, HEALTHY]))
     assert _c_alarms(result.alarms) == []
+
+
+def test_many_dead_components_clean_only_the_reasons_they_show(monkeypatch):
+    """A reward of hundreds of components: each dead one's examples cleaned the reason of every rollout of every
+    constant sampled group (64 here) to keep 3, most of a step's time. Work counted, not timed."""
+    from rewardpipe.monitoring import examples
+
+    calls = []
+    real = examples.clean
+    monkeypatch.setattr(examples, "clean", lambda text, *a, **k: calls.append(text) or real(text, *a, **k))
+    rng = random.Random(7)
+    result = monitor_records(
+        _records(0, SAMPLE_GROUPS, lambda g, i: {f"c{j}": rng.random() if j % 2 else 0.0 for j in range(40)})
+    )
+    dead = [a for a in result.alarms if a.kind == "dead_component"]
+    assert len(dead) == 20
+    assert all(len(a.examples) == 3 for a in dead)
+    assert len(calls) <= 3 * len(dead)
