@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,16 @@ from rewardpipe.monitoring.alarms import ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import label, pct
 from rewardpipe.monitoring.state import MonitorState, TargetState
 from rewardpipe.monitoring.thresholds import Thresholds
-from rewardpipe.monitoring.trend import BASELINE_STEPS, CONFIRM_STEPS, Decline, detect_decline, trend_reversed
+from rewardpipe.monitoring.trend import (
+    BASELINE_STEPS,
+    CONFIRM_STEPS,
+    Decline,
+    StdDecay,
+    detect_decline,
+    detect_std_decay,
+    fit_line,
+    trend_reversed,
+)
 from rewardpipe.monitoring.verdicts import ComponentStats, StepReport
 
 
@@ -120,6 +130,10 @@ def track_component(
     early = predates(target, step)
     # the shortest window and the longer ones tried when it is too noisy (trend.windows)
     _record_trend(target, step, frac, stats.eligible_groups, th.dying_window + BASELINE_STEPS)
+    if stats.within_group_std_mean is not None and math.isfinite(stats.within_group_std_mean):
+        stds = dict(target.std_trend)
+        stds[step] = stats.within_group_std_mean
+        target.std_trend = sorted(stds.items())[-th.dying_window :]
     if stats.verdict == "dead":
         target.dead_streak += 1
         stats.dead_streak = target.dead_streak
@@ -194,7 +208,7 @@ def track_component(
             figures=figures,
         )
     if target.active or stats.verdict == "dead":
-        target.dying_active, target.dying_since = False, None  # the dead alarm has taken over
+        target.dying_active, target.dying_since, target.dying_cause = False, None, None  # the dead alarm took over
     elif stats.verdict == "ok" and alarm is None:
         alarm = _track_decline(target, stats, step, run_id, th)
     stats.alarm_active = target.active
@@ -227,7 +241,7 @@ def stop_judging(target: TargetState, name: str, step: int, run_id: str | None, 
     since, was_active = target.since, target.active
     target.active, target.streak, target.since, target.streak_since = False, 0, None, None
     target.dead_streak, target.alarm_cause = 0, None
-    target.dying_active, target.dying_since, target.dying_seen = False, None, 0
+    target.dying_active, target.dying_since, target.dying_seen, target.dying_cause = False, None, 0, None
     if not was_active:
         return None
     return Alarm(
@@ -270,15 +284,12 @@ def _track_decline(
         groups=stats.eligible_groups or None,
         weights=weights or None,
     )
-    target.dying_seen = 0 if decline is None else target.dying_seen + 1
     if decline is None:
-        if target.dying_active and trend_reversed(target.trend, th.dying_window):
-            target.dying_active, target.dying_since = False, None
-            # the trend restarts here: a decline and its reversal are no baseline
-            target.trend, target.trend_groups = target.trend[-1:], target.trend_groups[-1:]
-        return None
+        return _track_std_decay(target, stats, step, run_id, th)
+    target.dying_seen += 1
     if target.dying_seen < CONFIRM_STEPS and not target.dying_active:
         return None  # one step's rise may be a noisy share at its end: the next step confirms it or not
+    target.dying_cause = None
     frac = stats.zero_variance_group_fraction or 0.0
     stats.verdict, stats.cause = "dying", "zero_variance_rising"
     stats.zero_fraction_slope = decline.slope
@@ -290,25 +301,85 @@ def _track_decline(
         f"{_significance(decline)}); at this rate it reaches the dead threshold {pct(th.dead_fraction)} around step "
         f"{decline.projected_dead_step}. Within-group std is decaying: check what the policy converges to"
     )
+    figures = {
+        "zero_fraction_slope": decline.slope,
+        "fit_r2": decline.r2,
+        "slope_z": decline.z,
+        "projected_dead_step": decline.projected_dead_step,
+        "window": decline.points,
+        "window_groups": decline.groups,
+    }
+    return _warn_dying(target, stats, step, run_id, th, figures)
+
+
+def _warn_dying(
+    target: TargetState, stats: ComponentStats, step: int, run_id: str | None, th: Thresholds, figures: dict[str, Any]
+) -> Alarm | None:
+    """The ``dying_component`` alarm of a decline found at ``step``, once per decline (None while one is open)."""
     if target.dying_active:
         return None
     target.dying_active, target.dying_since = True, step
+    target.dying_cause = stats.cause if stats.cause == "within_group_std_decaying" else None
     return Alarm(
         kind="dying_component",
         component=stats.name,
         step=step,
-        cause="zero_variance_rising",
+        cause=stats.cause or "zero_variance_rising",
         run_id=run_id,
-        message=stats.message,
-        figures={
-            **alarm_figures(stats, th),
-            "zero_fraction_slope": decline.slope,
-            "fit_r2": decline.r2,
-            "slope_z": decline.z,
-            "projected_dead_step": decline.projected_dead_step,
-            "window": decline.points,
-            "window_groups": decline.groups,
-        },
+        message=stats.message or "",
+        figures={**alarm_figures(stats, th), **figures},
+    )
+
+
+def _track_std_decay(
+    target: TargetState, stats: ComponentStats, step: int, run_id: str | None, th: Thresholds
+) -> Alarm | None:
+    """No rise of the zero-variance share: a steady geometric decay of the within-group std towards the zero-variance
+    bound is the other way a component dies (a continuous one: its share stays 0 until the step its spread falls under
+    epsilon, and the share's trend warned one step before the dead alarm, five decades of decay too late). Warned
+    once per decay, as ``dying`` with cause ``within_group_std_decaying``."""
+    magnitude = max(abs(stats.min or 0.0), abs(stats.max or 0.0))
+    bound = th.epsilon * max(1.0, magnitude)  # (the bound at weight 1: thresholds.zero_variance_bound)
+    decay = detect_std_decay(target.std_trend, th.dying_window, bound, th.dying_horizon)
+    target.dying_seen = 0 if decay is None else target.dying_seen + 1
+    if decay is None:
+        if target.dying_active and _warning_over(target, th):
+            target.dying_active, target.dying_since, target.dying_cause = False, None, None
+            # the trend restarts here: a decline and its reversal are no baseline
+            target.trend, target.trend_groups = target.trend[-1:], target.trend_groups[-1:]
+        return None
+    if target.dying_seen < CONFIRM_STEPS and not target.dying_active:
+        return None  # as for the share: the next step confirms it or not
+    stats.verdict, stats.cause = "dying", "within_group_std_decaying"
+    stats.projected_dead_step = decay.projected_dead_step
+    stats.message = _decay_message(stats.name, decay, stats.within_group_std_mean or 0.0, step, bound)
+    figures = {
+        "std_factor_per_step": decay.factor,
+        "fit_r2": decay.r2,
+        "projected_dead_step": decay.projected_dead_step,
+        "window": decay.points,
+        "zero_variance_std_bound": bound,
+    }
+    return _warn_dying(target, stats, step, run_id, th, figures)
+
+
+def _warning_over(target: TargetState, th: Thresholds) -> bool:
+    """Whether the open dying warning's decline has stopped: the share no longer rises, or for a std decay, the
+    std no longer falls."""
+    if target.dying_cause == "within_group_std_decaying":
+        stds = [(s, math.log10(v)) for s, v in target.std_trend[-th.dying_window :] if v > 0]
+        fitted = fit_line(stds) if len(stds) >= 2 else None
+        return fitted is None or fitted[1] >= 0.0
+    return trend_reversed(target.trend, th.dying_window)
+
+
+def _decay_message(name: str, decay: StdDecay, std: float, step: int, bound: float) -> str:
+    return (
+        f"{label(name)} is dying: its mean within-group std fell from {decay.first_std:.3g} at step "
+        f"{decay.first_step} to {std:.3g} at step {step}, a steady x{decay.factor:.2f} per step (r^2 {decay.r2:.2f} "
+        f"in log scale, over {decay.points} checked steps), while no group is constant yet; at this rate it falls "
+        f"under the zero-variance bound (about {bound:.3g}) around step {decay.projected_dead_step}, and then every "
+        f"group at once. Check what the policy converges to"
     )
 
 

@@ -40,7 +40,12 @@ class TargetState(BaseModel):
     #: The eligible groups behind each point of ``trend``, oldest first (the fit's weights). A state written
     #: before they were kept has none: its points count the groups of the step being judged.
     trend_groups: list[int] = Field(default_factory=list)
+    #: The last (step, mean within-group std) points, for the decay of a continuous component's std (its share stays
+    #: 0 until it dies): rewardpipe.monitoring.trend.detect_std_decay.
+    std_trend: list[tuple[int, float]] = Field(default_factory=list)
     dying_active: bool = False  # a dying warning has been raised for the current decline
+    #: The cause of the open dying warning when it is the std's decay (``within_group_std_decaying``), else None.
+    dying_cause: str | None = None
     #: Consecutive checked steps whose fit found a rise (a warning needs trend.CONFIRM_STEPS of them).
     dying_seen: int = Field(default=0, ge=0)
     dying_since: int | None = None
@@ -113,7 +118,7 @@ class MonitorState(BaseModel):
             if target.get("pooled_since") is None:  # written only while a pool is open: states read as before
                 target.pop("pooled_since", None)
             # states without them read as before
-            for kept_only_when_set in ("trend_groups", "dying_seen", "alarm_cause"):
+            for kept_only_when_set in ("trend_groups", "dying_seen", "alarm_cause", "std_trend", "dying_cause"):
                 if not target.get(kept_only_when_set):
                     target.pop(kept_only_when_set, None)
         return data

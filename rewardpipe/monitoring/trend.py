@@ -169,3 +169,51 @@ def trend_reversed(points: Sequence[tuple[int, float]], window: int) -> bool:
     """The share is no longer rising over the last ``window`` points (ends a dying warning)."""
     fitted = fit_line(list(points[-window:]))
     return fitted is None or fitted[1] <= 0.0
+
+
+#: The least fall of the fitted within-group std over its window, in decades (a halving), for a decay warning: a
+#: component whose values sit just above the zero-variance bound would otherwise be "decaying" on its noise.
+MIN_STD_FALL_DECADES = 0.3
+
+
+@dataclass(frozen=True)
+class StdDecay:
+    """A within-group std falling steadily (a straight line in log10) towards the zero-variance bound."""
+
+    factor: float  # the fitted std's ratio per step (< 1)
+    r2: float  # of the line through log10(std)
+    projected_dead_step: int  # first step at which the line reaches the bound
+    first_step: int
+    first_std: float
+    points: int
+
+
+def detect_std_decay(points: Sequence[tuple[int, float]], window: int, bound: float, horizon: int) -> StdDecay | None:
+    """A steady geometric decay of a component's mean within-group std over its last ``window`` points that reaches
+    ``bound`` (the std that counts as zero variance) within ``horizon`` steps.
+
+    The zero-variance share of a continuous component (a judge's score, a length penalty) stays at 0 while its
+    within-group std shrinks from 0.1 to 1e-5, and then jumps to 100 % in a step or two: the share's trend cannot
+    warn of it, the std's can. A point whose std is 0 (every group constant) ends such a decay: it is not fitted."""
+    recent = list(points[-window:])
+    if len(recent) < window or bound <= 0 or any(not std > 0 for _, std in recent):
+        return None
+    fitted = fit_line([(step, math.log10(std)) for step, std in recent])
+    if fitted is None:
+        return None
+    intercept, slope, r2 = fitted
+    span = recent[-1][0] - recent[0][0]
+    if slope >= 0 or r2 < STEADY_R2 or -slope * span < MIN_STD_FALL_DECADES:
+        return None
+    last_step = recent[-1][0]
+    projected = max(last_step + 1, math.ceil((math.log10(bound) - intercept) / slope - 1e-9))
+    if projected - last_step > horizon:
+        return None
+    return StdDecay(
+        factor=10**slope,
+        r2=r2,
+        projected_dead_step=projected,
+        first_step=recent[0][0],
+        first_std=recent[0][1],
+        points=len(recent),
+    )

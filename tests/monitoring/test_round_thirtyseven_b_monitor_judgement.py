@@ -180,3 +180,55 @@ def test_many_dead_components_clean_only_the_reasons_they_show(monkeypatch):
     assert len(dead) == 20
     assert all(len(a.examples) == 3 for a in dead)
     assert len(calls) <= 3 * len(dead)
+
+
+# A continuous component whose within-group std decays steadily: its zero-variance share stays 0 until it dies.
+
+
+def _decaying(steps: int, per_step: float, seed: int = 9) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    records: list[dict[str, Any]] = []
+    for step in range(steps):
+        spread = 0.5 * per_step**step
+        records += _records(step, 32, lambda g, i, w=spread: {"ok": rng.random(), "judge": 0.5 + w * rng.random()})
+    return records
+
+
+def test_a_steadily_decaying_within_group_std_is_warned_well_before_it_dies():
+    """Its spread shrinks x0.75 a step, from 0.1 to 1e-6 over 40 steps: the share's trend warned at step 41, one step
+    before the dead alarm. The std's steady decay is warned about 20 steps (the dying horizon) before."""
+    result = monitor_records(_decaying(50, 0.75))
+    judge = [a for a in result.alarms if a.component == "judge"]
+    assert [a.kind for a in judge] == ["dying_component", "dead_component"]
+    dying, dead = judge
+    assert dying.cause == "within_group_std_decaying"
+    assert dead.step - dying.step >= 15
+    assert result.step(dying.step).components["judge"].zero_variance_group_fraction == 0.0
+    assert abs(dying.figures["projected_dead_step"] - dead.step) <= 5
+    assert 0.6 < dying.figures["std_factor_per_step"] < 0.9 and "a steady x0." in dying.message
+    assert f"warned as dying since step {dying.step}" in dead.message
+
+
+def test_a_healthy_or_converging_continuous_component_is_not_warned():
+    """A stationary spread, and one that narrows (x0.965 a step, to a floor of 0.05): no steady fall towards
+    epsilon within the horizon."""
+    rng = random.Random(4)
+    records: list[dict[str, Any]] = []
+    for step in range(120):
+        narrowing = max(0.05, 0.3 * 0.965**step)
+        records += _records(
+            step, 8, lambda g, i, w=narrowing: {"flat": rng.random(), "narrowing": 0.5 + w * rng.random()}
+        )
+    assert [a for a in monitor_records(records).alarms if a.kind == "dying_component"] == []
+
+
+def test_a_std_decay_warning_survives_one_step_per_call():
+    """The Lambda sees one step a call: the std points are in the state, and the warning is raised once."""
+    records = _decaying(30, 0.6)
+    state: MonitorState | None = None
+    warnings = []
+    for step in range(30):
+        result = monitor_records([r for r in records if r["step"] == step], Thresholds(), state)
+        state = MonitorState.from_dict(result.state.to_dict())
+        warnings += [a.step for a in result.alarms if a.kind == "dying_component" and a.component == "judge"]
+    assert len(warnings) == 1
