@@ -196,7 +196,7 @@ def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str
     if s.get("per_prompt"):
         end, at_end, elsewhere, penalty = s["per_prompt"]
         text += (
-            f" (it is {fmt(end)} in every rollout of {at_end} groups and another value in every rollout of "
+            f" (it is {fmt(end)} in every rollout of {at_end} group(s) and another value in every rollout of "
             f"{elsewhere}: set per prompt, not per rollout"
             + ("; a penalty that fires on whole groups reads the task, not what the model did" if penalty else "")
             + ")"

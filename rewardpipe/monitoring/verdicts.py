@@ -232,9 +232,10 @@ def component_stats(
             if end_cause != neutral_end or not whole_off_end or whole_off_end < eligible - zero:
                 cause, stats["constant_value"], stats["at_value_groups"] = end_cause, end, at
             break
-        if cause == "constant_within_groups" and max(at_min, at_max):
-            # what the message counts: the groups at the end most sit at, and the whole groups elsewhere
-            end, at = (lo, at_min) if at_min >= at_max else (hi, at_max)
+        end, at = (lo, at_min) if at_min >= at_max else (hi, at_max)
+        if cause == "constant_within_groups" and at and 2 * at >= len(zero_values):
+            # what the message counts: the groups at the end most sit at, and the whole groups elsewhere (said only
+            # where one end holds most: a component of many values per prompt has no "other value")
             stats["per_prompt"] = (end, at, len(zero_values) - at, neutral_end is not None)
     if cause == "constant_everywhere":
         stats["constant_value"] = stats["mean"]

@@ -102,7 +102,7 @@ def test_a_penalty_firing_on_whole_groups_past_the_sample_shows_a_group_it_fires
     records = _records(0, 40, lambda g, i: {"good": float(i), "pen": -1.0 if g in fired else 0.0})
     (alarm,) = [a for a in monitor_records(records, Thresholds(ranges=PENALTY)).alarms if a.component == "pen"]
     assert alarm.cause == "constant_within_groups"
-    assert "it is 0.0 in every rollout of 38 groups and another value in every rollout of 2" in alarm.message
+    assert "it is 0.0 in every rollout of 38 group(s) and another value in every rollout of 2" in alarm.message
     values = [e["reason"].split(",")[0] for e in alarm.examples]
     assert "pen = -1.0" in values and "pen = 0.0" in values, alarm.examples
 
@@ -232,3 +232,12 @@ def test_a_std_decay_warning_survives_one_step_per_call():
         state = MonitorState.from_dict(result.state.to_dict())
         warnings += [a.step for a in result.alarms if a.kind == "dying_component" and a.component == "judge"]
     assert len(warnings) == 1
+
+
+def test_a_component_of_many_values_per_prompt_is_not_said_to_sit_at_one_end():
+    """The per-prompt count is said only where one end holds most constant groups."""
+    (alarm,) = [
+        a for a in monitor_records(_records(0, 10, lambda g, i: {"good": float(i), "difficulty": g / 10})).alarms
+    ]
+    assert alarm.component == "difficulty" and alarm.cause == "constant_within_groups"
+    assert "another value" not in alarm.message
