@@ -266,6 +266,20 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
                 ranked.append((0, lead, clean(reason)))
                 if len(ranked) == EXAMPLES_PER_ALARM:
                     break
+    elif alarm.cause == "within_group_std_decaying":
+        # no group is constant yet: the narrowest sampled groups show how little is left to compare
+        spreads = []
+        for rollouts in acc.sample.values():
+            valued = _valued(rollouts, component)
+            values = [float(_value(r, component) or 0.0) for r in valued]
+            if len(values) >= 2:
+                spreads.append((max(values) - min(values), min(values), max(values), valued))
+        for spread, low, high, valued in sorted(spreads, key=lambda item: item[0])[:EXAMPLES_PER_ALARM]:
+            reason = (
+                f"{component} spans {fmt(low)} to {fmt(high)} across the {len(valued)} rollouts of its group "
+                f"(range {spread:.3g}): among the step's narrowest groups"
+            )
+            ranked.append((spread, valued[0], reason))
     elif alarm.cause == "components_cancel":
         for group, _ in _constant_groups(acc, component, eps):
             differing = [r for r in group if r.components != group[0].components]

@@ -207,6 +207,9 @@ def test_a_steadily_decaying_within_group_std_is_warned_well_before_it_dies():
     assert abs(dying.figures["projected_dead_step"] - dead.step) <= 5
     assert 0.6 < dying.figures["std_factor_per_step"] < 0.9 and "a steady x0." in dying.message
     assert f"warned as dying since step {dying.step}" in dead.message
+    # no group is constant yet: the examples are the narrowest groups, saying how narrow
+    assert len(dying.examples) == 3 and len({e["group_id"] for e in dying.examples}) == 3
+    assert all(e["reason"].startswith("judge spans ") for e in dying.examples), dying.examples
 
 
 def test_a_healthy_or_converging_continuous_component_is_not_warned():
