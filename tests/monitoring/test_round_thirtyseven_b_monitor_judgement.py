@@ -1,6 +1,7 @@
 """Round thirty-seven (second wave), the monitor's judgement: a component that stops varying within GRPO groups is
-alarmed once per onset, with the right cause and examples, and a healthy one never. Each test failed before its fix
-(docs/changelog.md, round thirty-seven, the monitor's judgement)."""
+alarmed once per onset, with the right cause and examples, and a healthy one never. Each fix's tests failed before
+it (docs/changelog.md, round thirty-seven, the monitor's judgement); the healthy counterparts (a rare per-rollout
+penalty, a dead stretch straddling pools, a stationary or narrowing spread) are guards that passed before too."""
 
 from __future__ import annotations
 
