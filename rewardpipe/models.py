@@ -293,7 +293,25 @@ class Message(DeferredModel):
             # (a call's arguments may arrive as objects from a recording, Nova or a user's policy: nested past what
             # a state, a transcript or a record can be written with, the rollout could not be stored at all)
             raise ValueError(f"tool_calls are nested more than {MAX_TOOL_CALL_DEPTH} levels deep")
-        return value
+        return None if value is None else _encodable_keys(value)
+
+
+def _encodable_keys(value: Any) -> Any:
+    """``value`` with each object key's lone surrogates replaced by U+FFFD (see :func:`encodable`). A value's lone
+    surrogate is kept and escaped when stored; a key's made pydantic's JSON dump of every transcript and state
+    holding the message raise, so one model's call (arguments handed over as an object, by a recording, Nova or a
+    user's policy) failed the whole run. Called on a depth already bounded; the caller's objects are left as they
+    are (a new object only where something changed)."""
+    if isinstance(value, dict):
+        rebuilt = {
+            encodable(key) if isinstance(key, str) else key: _encodable_keys(item) for key, item in value.items()
+        }
+        same = len(rebuilt) == len(value) and all(key in value and value[key] is rebuilt[key] for key in rebuilt)
+        return value if same else rebuilt
+    if isinstance(value, list):
+        children = [_encodable_keys(item) for item in value]
+        return value if all(new is old for new, old in zip(children, value, strict=True)) else children
+    return value
 
 
 #: How deep a message's ``tool_calls`` may nest (lists and objects, the calls' list itself included). An OpenAI
