@@ -167,14 +167,19 @@ def component_metadata(reward: Any) -> tuple[dict[str, Any], ...]:
     )
 
 
-def _reward(setting: str, weights_setting: str, ref: str, weights: dict[str, float], packages: list[str]) -> Any:
+def _reward(
+    setting: str, weights_setting: str, ref: str, weights: dict[str, float], packages: list[str], written: str = ""
+) -> Any:
+    """The reward ``ref`` names, with ``weights``; a problem names ``setting`` as the user wrote it (``written``
+    when the reference is derived from it: the environment's own reward, where ``ref`` is no value of theirs)."""
     try:
         return resolve_reward(ref, weights or None, allow_files=False)
     except ReferenceProblem as exc:
-        raise _problem(setting, ref, str(exc), packages) from None
+        raise _problem(setting, written or ref, str(exc), packages) from None
     except (ValueError, TypeError) as exc:  # weights naming no component, a bad weight
+        shown = f"{show_value(written)}, whose own reward is used ({CONTEXT_KEY}.reward is unset)" if written else None
         raise SettingsError(
-            f"{CONTEXT_KEY}.{setting} = {show_value(ref)} with {CONTEXT_KEY}.{weights_setting}: {exc}"
+            f"{CONTEXT_KEY}.{setting} = {shown or show_value(ref)} with {CONTEXT_KEY}.{weights_setting}: {exc}"
         ) from None
 
 
@@ -191,11 +196,11 @@ def resolve_user_code(settings: DeploymentSettings) -> UserCode:
         own = environment.reward
         name = _builtin_reward_name(own)
         reward_ref, reward_name = (BUILTIN_REWARDS[name], name) if name else (f"{env_ref}.reward", None)
-        reward_setting = "environment"
+        reward_setting, written = "environment", settings.environment
     else:
         reward_ref, reward_name = _reference("reward", settings.reward, REWARD_GROUP, BUILTIN_REWARDS, packages)
-        reward_setting = "reward"
-    reward = _reward(reward_setting, "reward_weights", reward_ref, settings.reward_weights, packages)
+        reward_setting, written = "reward", ""
+    reward = _reward(reward_setting, "reward_weights", reward_ref, settings.reward_weights, packages, written)
     readers = [c.name for c in reward.components if "reference" in c.inputs]
     if reward_setting == "reward" and readers:
         # An episode carries no reference answer, so every rollout on AWS would be an error record; the CLI's
