@@ -1,8 +1,9 @@
 """The Nova Forge single-turn reward Lambda (`reward_lambda_arn`), called the way Lambda calls it.
 
 The handler is loaded from its file as Lambda loads it, with the environment the stack gives it
-(`single_turn_reward` in cdk.json becomes REWARD_NAME), and called with a batch of samples: one
-correct, one with a wrong answer, and one that cannot be scored (it is flagged, never a silent 0).
+(`single_turn_reward` in cdk.json becomes SINGLE_TURN_REWARD_REF, its import reference: a built-in's, here
+gsm8k's, or your own reward's `package.module:ATTR`, importable here), and called with a batch of samples:
+one correct, one with a wrong answer, and one that cannot be scored (it is flagged, never a silent 0).
 """
 
 import importlib.util
@@ -11,7 +12,7 @@ import os
 from pathlib import Path
 
 os.environ.update(
-    REWARD_NAME="gsm8k",
+    SINGLE_TURN_REWARD_REF="rewardpipe.rewards.gsm8k:GSM8K",  # or "your_package.rewards:REWARD"
     ERROR_REWARD="neutral",  # what the stack sets from cdk.json
     POWERTOOLS_LOG_LEVEL="WARNING",
     POWERTOOLS_METRICS_DISABLED="true",
