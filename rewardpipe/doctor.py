@@ -386,6 +386,15 @@ class ScenarioRun:
     problems: list[Finding] = field(default_factory=list)
 
 
+def stored_text(state: Any) -> str:
+    """``state`` as the JSON text AWS stores between turns (``rewardpipe.aws.state.wire_json``): a lone surrogate
+    in the model's text written as its ``\\u`` escape. Pydantic's own JSON writer refuses one anywhere, so a
+    scripted turn holding one (what a hostile model writes, and `run` scores) was a false ``state_not_json``."""
+    from rewardpipe.aws.state import wire_json
+
+    return wire_json(state.model_dump(mode="json"))
+
+
 def _state_problem(env: Any, state: Any) -> str | None:
     """Why ``state`` does not survive a JSON round trip (None when it does): the first of the environment's own
     fields that does not, named as a run's error names it (pydantic's first line, "1 validation error for
@@ -399,8 +408,8 @@ def _state_problem(env: Any, state: Any) -> str | None:
     if named is not None:
         return named
     try:
-        text = state.model_dump_json()
-        again = type(state).model_validate_json(text)
+        text = stored_text(state)
+        again = type(state).model_validate(json.loads(text))
         if again.model_dump(mode="json") != json.loads(text):
             return "it reads back different from what was written"
         if not isinstance(state, env.state_model):
@@ -422,7 +431,7 @@ class _Watch:
         if self.previous is not None:
             before, text = self.previous
             try:
-                changed = before is not state and before.model_dump_json() != text
+                changed = before is not state and stored_text(before) != text
             except Exception:  # noqa: BLE001 - changed into something that cannot even be written
                 changed = True
             if changed:
@@ -432,7 +441,7 @@ class _Watch:
             self._add(
                 "state_not_json", f"the state after turn {state.assistant_turns} does not survive JSON: {problem}"
             )
-        self.previous = (state, state.model_dump_json()) if problem is None else None
+        self.previous = (state, stored_text(state)) if problem is None else None
 
     def __call__(self, state: Any) -> bool:
         self.look(state)
@@ -461,7 +470,7 @@ def _written(value: Any) -> str | None:
     """``value`` (a state or a task) as JSON, to compare before and after a hook; None when it cannot be written
     (a state: state_not_json says so)."""
     try:
-        return value.model_dump_json()
+        return stored_text(value)
     except Exception:  # noqa: BLE001 - whatever keeps it from being written
         return None
 
@@ -855,7 +864,8 @@ def _check_task(
                     )
     if reference is not None and again is not None and reference.state is not None and again.state is not None:
         try:
-            first, second = reference.state.model_dump_json(), again.state.model_dump_json()
+            first: str | None = stored_text(reference.state)
+            second: str | None = stored_text(again.state)
         except Exception:  # noqa: BLE001 - a state that cannot be written is reported as state_not_json
             first = second = None
         jobs = [None if r.job is None else _job_key(r.job) for r in (reference, again)]
