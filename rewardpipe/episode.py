@@ -968,7 +968,15 @@ def converse(
                 raise ConversationError("policy_error", state, failure, str(failure)) from None
             if not isinstance(turn, (str, Message)) or (isinstance(turn, Message) and turn.role != "assistant"):
                 what = f"a {turn.role} message" if isinstance(turn, Message) else type(turn).__name__
-                raise ConversationError("policy_error", state, TypeError(f"policy returned {what}, not text"))
+                # (a dict is what a user scripting tool calls returns first: say what carries them)
+                raise ConversationError(
+                    "policy_error",
+                    state,
+                    TypeError(
+                        f"policy returned {what}, not text or an assistant rewardpipe.Message (a turn with tool calls "
+                        "is Message(role='assistant', content=..., tool_calls=[...]))"
+                    ),
+                )
             try:
                 state = apply_policy_turn(state, turn, env, task)
             except Exception as exc:  # the environment's on_policy_turn failed

@@ -38,3 +38,20 @@ def test_a_scripted_turn_holding_a_lone_surrogate_is_no_state_not_json_finding(s
     # state_not_json, blaming the environment for the model's text.
     # (a state field that really does not survive JSON is still found: tests/security/*_environments.py)
     check_environment(HostileWordle(scenario), [json.loads(line) for line in WORDLE_TASKS.splitlines()[:2]])
+
+
+class DictTurnWordle(Wordle):
+    """A scripted player returning a tool-calling turn as the dict an OpenAI response holds, not a Message."""
+
+    def scenarios(self, task):
+        turn = {"role": "assistant", "content": "", "tool_calls": [HOSTILE_CALL]}
+        return {**super().scenarios(task), "dict_turn": ScriptedPolicy(lambda state, task: turn)}
+
+
+def test_a_scripted_turn_of_the_wrong_type_is_named_with_what_a_turn_may_be():
+    # It said "policy returned dict, not text": a user scripting tool calls read that a turn can only be text, where
+    # a Message carries them.
+    with pytest.raises(AssertionError) as caught:
+        check_environment(DictTurnWordle(), [json.loads(WORDLE_TASKS.splitlines()[0])])
+    (finding,) = [line for line in str(caught.value).splitlines() if "dict_turn" in line]
+    assert "returned dict" in finding and "rewardpipe.Message" in finding and "tool_calls" in finding
