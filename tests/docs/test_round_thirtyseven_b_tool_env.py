@@ -31,3 +31,12 @@ def test_the_example_names_the_reward_as_the_stack_does_for_single_turn_reward()
 def test_the_guide_says_how_to_point_the_local_handler_at_ones_own_reward():
     guide = (ROOT / "docs" / "guides" / "nova-forge.md").read_text()
     assert "`SINGLE_TURN_REWARD_REF`" in guide
+
+
+def test_the_inputs_reference_says_what_a_recorded_message_may_carry():
+    # A new user recording a tool-using model read only `{"role", "content"}` and "unknown fields are rejected": the
+    # tool calls a recording carries were undocumented, and a misspelled one is in fact ignored, not refused.
+    inputs = (ROOT / "docs" / "reference" / "inputs.md").read_text()
+    rollout = next(line for line in inputs.splitlines() if line.startswith("**Rollout**"))
+    for field in ("`tool_calls`", "`tool_call_id`", "`name`", "ignored"):
+        assert field in rollout
