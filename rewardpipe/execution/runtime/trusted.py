@@ -2437,6 +2437,9 @@ def _note_own_state_setters() -> None:
         return _own_pid(pid)
 
     def by_process(which=None, who=None, *_args, **_kwargs) -> bool:
+        # (its own process group names it too: the runner leads one, itself and what its tests started)
+        if which == os.PRIO_PGRP:
+            return who == 0 or who == os.getpgrp()
         return which == os.PRIO_PROCESS and _own_pid(who)
 
     setters: dict[str, tuple[tuple[str, ...], Callable[..., bool]]] = {
