@@ -347,6 +347,28 @@ def fork_server_config(index: int, config: SandboxConfig, uid: int, cpu: int | N
     }
 
 
+def _process_groups_of_session(session: int | None) -> set[int]:
+    """The process groups of every process in ``session`` (read from /proc; none where it cannot be read)."""
+    groups: set[int] = set()
+    if session is None:
+        return groups
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return groups
+    for name in names:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as file:
+                    # after the command's closing parenthesis: state, ppid, pgrp, session
+                    fields = file.read().rpartition(b")")[2].split()
+            except OSError:
+                continue
+            if len(fields) > 3 and int(fields[3]) == session:
+                groups.add(int(fields[2]))
+    return groups
+
+
 class _Worker:
     def __init__(self, index: int, config: SandboxConfig, interpreter: str, uid: int, cpu: int | None = None):
         self.index = index
@@ -475,6 +497,11 @@ class _Worker:
         """Stop the fork server, its trusted children and every process left in its cgroups."""
         with contextlib.suppress(OSError, AttributeError):
             os.killpg(self.process.pid, 9)
+        # The trusted runner leads a process group of its own in the fork server's session (round thirty-seven), with
+        # what its tests started: the runner dies with its parent, a process its tests started would live on.
+        for group in _process_groups_of_session(getattr(getattr(self, "process", None), "pid", None)):
+            with contextlib.suppress(OSError):
+                os.killpg(group, 9)
         with contextlib.suppress(subprocess.TimeoutExpired, AttributeError):
             _wait_for_exit(self.process, 5)
         self._cleanup()

@@ -3,15 +3,22 @@
 The runner leads its own process group since round thirty-seven, so a hidden test's ``os.setpriority(os.PRIO_PGRP,
 0, ...)`` (its own group: itself and what it started) sets the runner's own priority, as ``PRIO_PROCESS`` does. That
 was read as the model's code disturbing the trusted side: every rollout of such tests, a right answer too, was an
-error.
+error. And a process the tests started outlived a fork server the scorer killed mid-job (below).
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+
 import pytest
 
 from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution.sandbox import make_executor
 from tests.security import test_round_thirtyone_sandbox as thirtyone
+from tests.security.test_round_nine_files import _lambda_like
 from tests.security.test_round_thirtyseven_runner import BODY, HEADER, IDENTITY, worker  # noqa: F401 - fixture
 
 OWN_GROUP_PRIORITY = {
@@ -31,3 +38,56 @@ def test_a_priority_the_tests_set_on_their_own_process_group_is_theirs(worker, c
     assert wrong.status is ExecutionStatus.FAILED, (wrong.status, wrong.reason)
     after = thirtyone._run(worker, "after", IDENTITY, HEADER + BODY, entry_point="f")
     assert after.status is ExecutionStatus.PASSED, (after.status, after.reason)
+
+
+# --- a process the tests started, when their fork server is killed mid-job -----------------------------------------
+# Round thirty-seven made the runner lead its own process group (what its tests start is killed with it when it is
+# replaced). The scorer stops a fork server by killing its process group (forkservers._Worker.kill: a job past its
+# deadline, a pool closed mid-job), which no longer holds the runner's: the runner died of its parent's death, but a
+# process its tests had started lived on, outside any cgroup (the first runner is forked before the fork server joins
+# its job cgroup), and acted after the job, the fork server and the worker were gone.
+_MARK = "373.7"  # how long the tests' process sleeps: found by it in /proc
+
+
+def _sleepers() -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as file:
+                    arguments = file.read().split(b"\0")
+                with open(f"/proc/{name}/stat", "rb") as file:
+                    state = file.read().rpartition(b")")[2].split()[0]
+            except OSError:
+                continue
+            if arguments[:2] == [b"sleep", _MARK.encode()] and state != b"Z":
+                found.append(int(name))
+    return found
+
+
+def _wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+@pytest.mark.parametrize("mode", ["full", "lambda"])
+def test_a_process_the_tests_started_dies_with_a_fork_server_killed_mid_job(mode, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert not _sleepers()
+    executor = make_executor(workers=1) if mode == "full" else _lambda_like()
+    try:
+        tests = f"import subprocess, time\nsubprocess.Popen(['sleep', '{_MARK}'])\ntime.sleep(15)\n" + HEADER + BODY
+        job = threading.Thread(target=thirtyone._run, args=(executor, "hangs", IDENTITY, tests, "f"), daemon=True)
+        job.start()
+        assert _wait_for(_sleepers, 15), "the tests' process never started"
+        (worker,) = executor._workers
+        worker.kill()
+        assert _wait_for(lambda: not _sleepers(), 10), "the tests' process outlived its fork server"
+    finally:
+        for pid in _sleepers():
+            os.kill(pid, signal.SIGKILL)
+        executor.close()
