@@ -42,6 +42,9 @@ class StoredProgress:
         self.manifest: dict[str, Any] | None = None  # the manifest this writer keeps up to date; None: none kept
         self.incomplete = False  # a step of this writer's was not stored whole: the run is never marked finished
         self.finished = False  # the manifest says finished: a step written after it reopens the run first
+        # a write of ``finished_at`` reported failed, which the store may have made all the same (S3's client gives
+        # up on a put whose answer timed out): the next step reopens the run as after one that was made
+        self.maybe_finished = False
         self.earlier_checked = False  # the run's steps before this writer's were read, and are all finished
 
     def start(
@@ -93,14 +96,14 @@ class StoredProgress:
         watch given groups after its flush) is in progress again, or a step cut short now would be counted whole."""
         from rewardpipe.store import manifest_key
 
-        if self.manifest is None or not self.finished:
+        if self.manifest is None or not (self.finished or self.maybe_finished):
             return None
         try:
             self.store.put_json(manifest_key(self.run_id), self.manifest)
         except Exception as exc:  # noqa: BLE001 - the run keeps its end: this writer marks nothing more
             self.manifest = None
             return f"run manifest (reopened): {type(exc).__name__}: {exc}"
-        self.finished = False
+        self.finished = self.maybe_finished = False
         return None
 
     def step_stored(self, step: int, records: int, whole: bool) -> str | None:
@@ -135,6 +138,7 @@ class StoredProgress:
                     self.incomplete = True
                     return None
                 self.earlier_checked = True
+            self.maybe_finished = True
             self.store.put_json(manifest_key(self.run_id), {**self.manifest, "finished_at": _now()})
         except Exception as exc:  # noqa: BLE001 - the run stays in progress: its marked steps are still judged
             return f"run manifest (end): {type(exc).__name__}: {exc}"
