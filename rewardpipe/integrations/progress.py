@@ -5,7 +5,8 @@
 whose store stopped taking records half-way through a batch (a full disk, a throttled bucket) left a step of some
 of its groups, or of part of a group, which ``monitor`` judged as the whole batch: figures and verdicts of groups
 that were not the ones trained on, with nothing said. The TRL callback and the verifiers ``GroupWatch`` write a
-manifest when they start storing a run and mark each step whose every record was stored, as ``rewardpipe run``
+manifest when they start storing a run and mark each step whose every rollout was stored, as a record or as an error
+record (one that does not validate is stored as its error record: :func:`storable_record`), as ``rewardpipe run``
 does. The manifest's ``finished_at`` is set after each step while every step of the run is whole, and cleared
 before the next step's records are written: a training killed between steps (as most end) leaves a finished run,
 every step counted as before; one killed, or refused by its store, half-way through a step leaves that step named
@@ -18,13 +19,84 @@ import logging
 import platform
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rewardpipe.models import Record
 
 logger = logging.getLogger("rewardpipe.progress")
 
 
 #: What a store needs for its steps to be marked (a store of your own may take records only).
 _PROGRESS_METHODS = ("put_json", "get_json", "mark_step_finished", "run_progress")
+
+
+#: The error kind of a rollout whose record did not validate (a metric that is no metric value, an id with a lone
+#: surrogate): stored as an error record in its place, so its step is still whole.
+INVALID_RECORD = "invalid_record"
+#: The ids an error record in place of an invalid one keeps (each made UTF-8); without them it has no store key.
+_RECORD_IDS = ("run_id", "group_id", "rollout_id", "task_id")
+
+
+def storable_record(raw: Mapping[str, Any]) -> tuple[Record | None, str | None]:
+    """``raw`` as the record a store takes, and what was wrong with it (None when it validated). A record that does
+    not validate is one bad sample: an error record in its place (``invalid_record``, the ids kept, every component
+    None, the weights that are numbers, no metrics), so its step is whole: every rollout accounted for, as a record
+    or an error record, not every record valid. None when not even that validates (an id missing or empty: no key
+    to store it under)."""
+    from pydantic import ValidationError
+
+    from rewardpipe.models import Record, field_error
+    from rewardpipe.safe_text import encodable
+
+    try:
+        return Record.model_validate(raw), None
+    except ValidationError as exc:
+        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        problem = f"{field_error(exc.errors()[0])}{more}"
+    except ValueError as exc:  # (a validator's own error)
+        problem = str(exc)
+    problem = encodable(problem)[:2000]
+    components = raw.get("components")
+    weights = raw.get("weights")
+    error_record = {
+        **{name: encodable(raw[name]) for name in _RECORD_IDS if isinstance(raw.get(name), str)},
+        "step": raw.get("step"),
+        "status": "error",
+        "error": {"kind": INVALID_RECORD, "message": f"the rollout's record did not validate: {problem}"},
+        "components": {
+            encodable(name): None
+            for name in (components if isinstance(components, Mapping) else {})
+            if isinstance(name, str)
+        },
+        "weights": {
+            encodable(name): float(weight)
+            for name, weight in (weights.items() if isinstance(weights, Mapping) else ())
+            if isinstance(name, str) and isinstance(weight, (int, float)) and not isinstance(weight, bool)
+        },
+        "aggregate": None,
+        "metrics": {},
+    }
+    try:
+        return Record.model_validate(error_record), problem
+    except ValueError:
+        return None, problem
+
+
+def invalid_as_error_records(records: list[dict[str, Any]]) -> list[str]:
+    """Each of ``records`` (dicts in the ``Record`` shape, as a trainer integration builds them) that does not
+    validate replaced in place by its error record (:func:`storable_record`), before the step is judged and stored:
+    the bad sample is counted as an error by the judgement and by ``monitor`` on the store alike, and its step stays
+    whole. Returns one line per record replaced (what was wrong with it), for the caller's ``failures``. A record
+    with no id to store it under is left as it is (the writer names it lost, its step not whole)."""
+    replaced = []
+    for index, raw in enumerate(records):
+        record, problem = storable_record(raw)
+        if problem is None or record is None:
+            continue
+        records[index] = record.model_dump(exclude={"schema_"})  # (the shape it had: a transcript is built from it)
+        replaced.append(f"record {record.rollout_id} is an error record: {problem}")
+    return replaced
 
 
 def _now() -> str:

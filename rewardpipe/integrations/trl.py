@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from rewardpipe.integrations.progress import StoredProgress
+from rewardpipe.integrations.progress import StoredProgress, invalid_as_error_records, storable_record
 from rewardpipe.models import (
     MAX_SCORE_MAGNITUDE,
     MAX_TASK_ID_LENGTH,
@@ -1022,6 +1022,7 @@ class RewardPipeMonitor:
             metrics={"global_step": int(getattr(trainer_state, "global_step", 0) or 0)},
             details=[row[2] for row in rows],
         )
+        self._invalid_as_error_records(records)
         result = monitor_records(records, thresholds, self.state, self.history)
         if self.store is not None:
             if self._resumed:
@@ -1035,6 +1036,14 @@ class RewardPipeMonitor:
         if rolled_back is not None:
             warnings.append({"kind": "resumed_before_stored_steps", "message": rolled_back})
         return BatchJudgement(self.batches, result.step(self.batches), result.alarms, warnings, result.state)
+
+    def _invalid_as_error_records(self, records: list[dict[str, Any]]) -> None:
+        """Each record that does not validate (a rank's metrics that are no metric values, a task id with a lone
+        surrogate) replaced by its error record, and said: one bad sample is counted as an error, in the judgement
+        and in the store, and never costs its step (a step is whole when every rollout is accounted for)."""
+        for line in invalid_as_error_records(records):
+            self.failures.append(line)
+            logger.warning("rewardpipe: batch %s: %s", self.batches, line)
 
     def _rolled_back(self, global_step: int) -> str | None:
         """What to say, once, when the trainer resumed from a checkpoint before the last batch the stored run holds
@@ -1131,11 +1140,11 @@ class RewardPipeMonitor:
     def _persist(
         self, records: list[dict[str, Any]], result: Any, transcripts: Sequence[dict[str, Any] | None] = ()
     ) -> None:
-        from rewardpipe.models import Record
         from rewardpipe.monitoring import StoreAlarmSink, dispatch, state_key
         from rewardpipe.transcripts import RolloutTranscript
 
-        # A record that does not validate loses itself only. A store that refuses a write (throttled, access
+        # A record that does not validate is stored as its error record (one with no ids to store it under loses
+        # itself only, and its step is not whole). A store that refuses a write (throttled, access
         # denied, bucket gone) ends this batch's record writes (each further one would wait out the store's
         # retries: monitoring must not stall training), but the alarms and the monitor state are still tried.
         lost: list[str] = []
@@ -1145,11 +1154,10 @@ class RewardPipeMonitor:
             lost.append(reopened)
         whole = True  # every record of the step stored: it is marked finished
         for index, raw in enumerate(records):
-            try:
-                record = Record.model_validate(raw)
-            except ValueError as exc:
+            record, problem = storable_record(raw)
+            if record is None:
                 whole = False
-                lost.append(f"record {raw.get('rollout_id')}: {type(exc).__name__}: {exc}")
+                lost.append(f"record {raw.get('rollout_id')}: {problem}")
                 continue
             given = transcripts[index] if index < len(transcripts) else None
             try:  # a transcript no store takes (a message no Message is) loses itself only, never its record

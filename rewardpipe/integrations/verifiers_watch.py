@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
-from rewardpipe.integrations.progress import StoredProgress
+from rewardpipe.integrations.progress import StoredProgress, invalid_as_error_records, storable_record
 from rewardpipe.models import TRAINER_TRANSCRIPT_MESSAGE_CHARS, TRAINER_TRANSCRIPT_MESSAGES, cut_text, first_and_last
 from rewardpipe.safe_text import printable
 
@@ -297,6 +297,10 @@ class GroupWatch:
 
         records, self._pending, self._groups = self._pending, [], 0
         step, self.step = self.step, self.step + 1
+        # one record that does not validate is its error record, counted, and never costs its step
+        for line in invalid_as_error_records(records):
+            self.failures.append(line)
+            logger.warning("rewardpipe: step %s: %s", step, line)
         try:
             result = monitor_records(records, self.thresholds, self.state, self.history)
         except Exception:  # monitoring never stops the scoring: it says so loudly
@@ -339,7 +343,6 @@ class GroupWatch:
 
     def _persist(self, records: list[dict[str, Any]], result: Any) -> None:
         """The step's records, transcripts, alarms and the monitor state into the store; a refused write is logged."""
-        from rewardpipe.models import Record
         from rewardpipe.monitoring import StoreAlarmSink, dispatch, state_key
         from rewardpipe.store import transcript_key
         from rewardpipe.transcripts import RolloutTranscript
@@ -353,8 +356,12 @@ class GroupWatch:
                 self._note(progress.start(reward="verifiers", weights=weights, stored_steps=self._stored_before))
             self._note(progress.before_step())
         for record in records:
+            valid, problem = storable_record(record)  # (one that did not validate is its error record already)
+            if valid is None:
+                refused.append(f"{record.get('rollout_id')}: {problem}")
+                continue
             try:  # a record the store refuses loses itself only, never the step's records after it
-                self.store.put_record(Record.model_validate(record))
+                self.store.put_record(valid)
             except Exception as exc:  # noqa: BLE001 - reported, scoring goes on
                 refused.append(f"{record['rollout_id']}: {type(exc).__name__}: {exc}")
                 continue

@@ -583,8 +583,11 @@ def _import_locked(
                 continue
             summary.failures += marks.before_step()
             # (a store that fails a write raises out of the import: the step stays unmarked, so unfinished)
-            written = _import_step(store, run_id, step, rollouts, plan, summary) or written
-            if live and file == files[-1]:  # verl may still be writing it: whole once a later step's file exists
+            imported, whole = _import_step(store, run_id, step, rollouts, plan, summary)
+            written = imported or written
+            if not whole:  # a rollout not stored (named in skipped): the next import reads the step again
+                marks.cut_short(step, len(rollouts))
+            elif live and file == files[-1]:  # verl may still be writing it: whole once a later step's file exists
                 summary.left_unfinished.append(step)
                 marks.cut_short(step, len(rollouts))
             else:
@@ -688,30 +691,41 @@ def _import_step(
     rollouts: list[tuple[dict[str, Any], dict[str, Any], int]],
     plan: _Held,
     summary: DumpRead,
-) -> bool:
+) -> tuple[bool, bool]:
     """Write one step's rollouts of a file (record, transcript, output index) that :func:`_rewritten` let through: a
     new step whole; a held one (the newest, an unfinished one, or any with ``again``) given the rollouts it lacks
-    (all of them again with ``again``). True when the step was imported (a rollout written or refused)."""
-    from rewardpipe.models import Record
+    (all of them again with ``again``). Returns whether the step was imported (a rollout written or refused) and
+    whether every rollout of it is accounted for: a record that does not validate is stored as its error record (one
+    bad sample never costs its step, nor leaves a hole in a step marked whole); one with no id to store it under is
+    not, and its step is not whole."""
+    from rewardpipe.integrations.progress import storable_record
     from rewardpipe.store import record_key, step_prefix
-    from rewardpipe.transcripts import RolloutTranscript
 
     held = set(store.list_keys(step_prefix(run_id, step))) if step in plan.stored else set()
-    before, refused, updated = summary.count, len(summary.skipped), False
+    before, refused, updated, whole = summary.count, len(summary.skipped), False, True
     for record, transcript, index in rollouts:
-        try:  # a rollout the store refuses loses itself only
-            valid = Record.model_validate(record)
+        valid, problem = storable_record(record)
+        if problem is not None:
+            what = "stored as an error record" if valid is not None else "not stored"
+            summary.skipped.append(f"step {step} rollout {str(record.get('rollout_id'))[:80]!r}: {what}: {problem}")
+        if valid is None:
+            whole = False
+            continue
+        try:  # a rollout the store refuses (an id no key holds) loses itself only; its step is not whole
             stored = record_key(valid) in held
             # Written by an earlier import from the same line, unless the session has dumped a later output since
             # (an agent loop's: the file was caught between two of them): its rollout is that one now.
             if stored and not plan.again and index == 0:
                 continue
             # The transcript first: a record the store holds is skipped by the next import, so one written before a
-            # failure that lost its transcript would never get it.
-            store.put_transcript(RolloutTranscript.model_validate(transcript))
+            # failure that lost its transcript would never get it. One that does not validate loses itself only.
+            evidence = _transcript(transcript, valid, summary)
+            if evidence is not None:
+                store.put_transcript(evidence)
             store.put_record(valid)
         except ValueError as exc:
-            summary.skipped.append(f"step {step} rollout {record['rollout_id'][:80]!r}: {exc}")
+            whole = False
+            summary.skipped.append(f"step {step} rollout {valid.rollout_id[:80]!r}: not stored: {exc}")
             continue
         if stored and not plan.again:
             updated = True
@@ -720,5 +734,18 @@ def _import_step(
         summary.steps.add(step)
     if held and summary.count == before and len(summary.skipped) == refused and not updated:
         summary.already_stored.append(step)
-        return False
-    return True
+        return False, whole
+    return True, whole
+
+
+def _transcript(transcript: dict[str, Any], record: Any, summary: DumpRead) -> Any:
+    """The rollout's transcript as its stored ``record`` says it (an error record in place of one that did not
+    validate: its status and components), or None, named in ``summary.skipped``, when it does not validate."""
+    from rewardpipe.transcripts import RolloutTranscript
+
+    said = {name: getattr(record, name) for name in ("task_id", "status", "components", "aggregate")}
+    try:
+        return RolloutTranscript.model_validate({**transcript, **said})
+    except ValueError as exc:
+        summary.skipped.append(f"step {record.step} rollout {record.rollout_id[:80]!r}: transcript not stored: {exc}")
+        return None
