@@ -98,17 +98,15 @@ class Sample(DeferredModel):
 def find_reference(sample: Sample) -> Any:
     """``reference_answer`` lives in metadata, at the top level, or wrapped as ``{"text": ...}``.
 
-    A ``null`` in metadata does not hide a top-level value: platforms fill the field they know and leave
-    the other empty.
+    An empty place in metadata (``null``, or the wrapper with nothing in it: ``{"text": null}``) does not hide a
+    top-level value: platforms fill the field they know and leave the other empty.
     """
-    reference = None
-    if sample.metadata and sample.metadata.get("reference_answer") is not None:
-        reference = sample.metadata["reference_answer"]
-    elif sample.reference_answer is not None:
-        reference = sample.reference_answer
-    if isinstance(reference, dict) and set(reference) == {"text"}:
-        reference = reference["text"]
-    return reference
+    for place in ((sample.metadata or {}).get("reference_answer"), sample.reference_answer):
+        if isinstance(place, dict) and set(place) == {"text"}:
+            place = place["text"]
+        if place is not None:
+            return place
+    return None
 
 
 def misnamed_reference(sample: Sample) -> str | None:

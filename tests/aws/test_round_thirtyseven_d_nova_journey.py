@@ -1,0 +1,55 @@
+"""Round thirty-seven (third wave), a Nova Forge user's journey: the reward-Lambda contract, item by item.
+
+* ``reference_answer`` "appears in three places ... inside ``metadata``, at the top level, or as
+  ``reference_answer.text``. Read all three." A place left empty as ``{"text": null}`` (the ``.text`` shape with
+  nothing in it) hid the other place's answer: the sample was a ``bad_reference``, answered with ``error_reward``
+  instead of scored, although its reference was there.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.aws.handlers import Context, load
+
+
+@pytest.fixture
+def gsm8k(monkeypatch):
+    monkeypatch.setenv("REWARD_NAME", "gsm8k")
+    monkeypatch.delenv("REWARD_WEIGHTS", raising=False)
+    monkeypatch.delenv("SINGLE_TURN_REWARD_REF", raising=False)
+    return load("single_turn_reward")
+
+
+def _conversation(answer: str) -> list[dict]:
+    return [
+        {"role": "user", "content": "What is 6 * 7? End with #### <answer>."},
+        {"role": "assistant", "content": f"6 * 7 = {answer}\n#### {answer}"},
+    ]
+
+
+def _flags(result: dict) -> dict:
+    return {m["name"]: m["value"] for m in result["metrics_list"] if m["type"] == "Metric"}
+
+
+EMPTY_PLACES = [None, {"text": None}]
+
+
+@pytest.mark.parametrize("empty", EMPTY_PLACES, ids=["null", "text-null"])
+@pytest.mark.parametrize("filled", ["42", {"text": "42"}], ids=["plain", "text"])
+@pytest.mark.parametrize("metadata_empty", [True, False], ids=["metadata-empty", "top-empty"])
+def test_an_empty_reference_place_never_hides_the_filled_one(gsm8k, empty, filled, metadata_empty):
+    sample = {"id": "s", "messages": _conversation("42"), "metadata": {"task_id": "t"}}
+    sample["metadata"]["reference_answer"] = empty if metadata_empty else filled
+    sample["reference_answer"] = filled if metadata_empty else empty
+    right, wrong = gsm8k.lambda_handler([sample, {**sample, "id": "w", "messages": _conversation("41")}], Context())
+    assert _flags(right)["reward_error"] == 0, right
+    assert right["aggregate_reward_score"] == pytest.approx(1.5)
+    assert wrong["aggregate_reward_score"] == pytest.approx(0.5)  # read, and compared: not a constant
+
+
+def test_a_sample_whose_every_place_is_empty_is_still_flagged_bad_reference(gsm8k):
+    sample = {"id": "s", "messages": _conversation("42"), "metadata": {"reference_answer": {"text": None}}}
+    sample["reference_answer"] = {"text": None}
+    (result,) = gsm8k.lambda_handler([sample], Context())
+    assert _flags(result)["reward_error"] == 1 and _flags(result)["error_bad_reference"] == 1
