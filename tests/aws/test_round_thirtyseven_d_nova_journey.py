@@ -10,15 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.aws.handlers import Context, load
-
-
-@pytest.fixture
-def gsm8k(monkeypatch):
-    monkeypatch.setenv("REWARD_NAME", "gsm8k")
-    monkeypatch.delenv("REWARD_WEIGHTS", raising=False)
-    monkeypatch.delenv("SINGLE_TURN_REWARD_REF", raising=False)
-    return load("single_turn_reward")
+from tests.aws.handlers import Context
+from tests.aws.test_round_thirtythree_nova import gsm8k  # noqa: F401 - the fixture: the handler with gsm8k
 
 
 def _conversation(answer: str) -> list[dict]:
@@ -38,7 +31,7 @@ EMPTY_PLACES = [None, {"text": None}]
 @pytest.mark.parametrize("empty", EMPTY_PLACES, ids=["null", "text-null"])
 @pytest.mark.parametrize("filled", ["42", {"text": "42"}], ids=["plain", "text"])
 @pytest.mark.parametrize("metadata_empty", [True, False], ids=["metadata-empty", "top-empty"])
-def test_an_empty_reference_place_never_hides_the_filled_one(gsm8k, empty, filled, metadata_empty):
+def test_an_empty_reference_place_never_hides_the_filled_one(gsm8k, empty, filled, metadata_empty):  # noqa: F811
     sample = {"id": "s", "messages": _conversation("42"), "metadata": {"task_id": "t"}}
     sample["metadata"]["reference_answer"] = empty if metadata_empty else filled
     sample["reference_answer"] = filled if metadata_empty else empty
@@ -48,7 +41,7 @@ def test_an_empty_reference_place_never_hides_the_filled_one(gsm8k, empty, fille
     assert wrong["aggregate_reward_score"] == pytest.approx(0.5)  # read, and compared: not a constant
 
 
-def test_a_sample_whose_every_place_is_empty_is_still_flagged_bad_reference(gsm8k):
+def test_a_sample_whose_every_place_is_empty_is_still_flagged_bad_reference(gsm8k):  # noqa: F811
     sample = {"id": "s", "messages": _conversation("42"), "metadata": {"reference_answer": {"text": None}}}
     sample["reference_answer"] = {"text": None}
     (result,) = gsm8k.lambda_handler([sample], Context())
