@@ -405,7 +405,10 @@ class Bridge:
                 "reply_key": message.get("reply_key"),
             },
         )
-        self._send(self.queues.generate_request, payload, sample_id, request.step_id)
+        # Deduplicated by the wait (its task token), never by the step_id alone: Nova asks for the same sample_id
+        # again at a later training step, whose turns have the same step_ids, and SQS would drop the next round's
+        # turn within its five-minute window as a duplicate of this one (the rollout then waited out its budget).
+        self._send(self.queues.generate_request, payload, sample_id, f"{request.step_id}\x00{token}")
         return {"status": "sent", "step_id": request.step_id}
 
     def route_response(self, body: Any) -> dict[str, Any]:
