@@ -99,14 +99,16 @@ def find_reference(sample: Sample) -> Any:
     """``reference_answer`` lives in metadata, at the top level, or wrapped as ``{"text": ...}``.
 
     An empty place in metadata (``null``, or the wrapper with nothing in it: ``{"text": null}``) does not hide a
-    top-level value: platforms fill the field they know and leave the other empty.
+    top-level value: platforms fill the field they know and leave the other empty. Nor does a blank one (``""``,
+    ``{"text": ""}``), which is the reference only when no place holds another (an expected output may be empty).
     """
+    places = []
     for place in ((sample.metadata or {}).get("reference_answer"), sample.reference_answer):
         if isinstance(place, dict) and set(place) == {"text"}:
             place = place["text"]
         if place is not None:
-            return place
-    return None
+            places.append(place)
+    return next((place for place in places if place != ""), places[0] if places else None)
 
 
 def misnamed_reference(sample: Sample) -> str | None:
