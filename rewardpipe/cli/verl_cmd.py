@@ -33,7 +33,7 @@ def import_cmd(
     live: bool = typer.Option(
         False,
         "--live",
-        help="verl is still running: the newest step file is imported but left unfinished (monitor and report do "
+        help="While verl is still running: the newest step file is imported but left unfinished (monitor and report do "
         "not judge it) until an import finds a later step's file, or one without --live (after the training).",
     ),
 ) -> None:
