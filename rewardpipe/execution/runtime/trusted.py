@@ -20,6 +20,7 @@ import contextlib
 import datetime
 import decimal
 import difflib
+import errno
 import fractions
 import functools
 import gc
@@ -2187,10 +2188,8 @@ def _guard_text_runs(event: str, args: tuple) -> None:
             runner_globals.note_function_change(args, BASELINE[0].modules)
         elif event in _PROCESS_EVENTS:
             PROCESS_STARTED[0] = True
-        elif event == "resource.setrlimit" or (
-            event == "resource.prlimit" and len(args) > 2 and args[2] is not None and _own_pid(args[0])
-        ):
-            OWN_STATE_SET.add("rlimits")
+        elif event in _REACHING_EVENTS:
+            _REACHING_EVENTS[event](*args)
         return
     conn = _ACTIVE[0]
     if conn is None:  # (between jobs: the runner's own work)
@@ -2420,44 +2419,184 @@ def _own_pid(pid: object) -> bool:
     return pid == 0 or pid == os.getpid()
 
 
-def _note_own_state_setters() -> None:
-    """Have the calls by which the tests set their own process's priority or CPUs noted (OWN_STATE_SET); their
-    resource limits are noted from the audit events of ``resource.setrlimit`` and ``resource.prlimit``."""
+_BEYOND_THE_JOB = (
+    "refused in the trusted runner: the hidden tests may act only on their own process and the processes they "
+    "started, never on the sandbox's others (the fork server, other jobs' runners and code)"
+)
 
-    def noting(original: Callable, keys: tuple[str, ...], names_self: Callable[..., bool]) -> Callable:
-        @functools.wraps(original)
-        def setter(*args, **kwargs):
-            if names_self(*args, **kwargs):
-                OWN_STATE_SET.update(keys)
-            return original(*args, **kwargs)
 
-        return setter
+def _parent_and_group(pid: int) -> tuple[int, int] | None:
+    """``pid``'s parent and process group, read from procfs (None if it is gone)."""
+    try:
+        with open(f"{layers.PROC}/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[2])
 
-    def by_pid(pid=0, *_args, **_kwargs) -> bool:
-        return _own_pid(pid)
 
-    def by_process(which=None, who=None, *_args, **_kwargs) -> bool:
-        # (its own process group names it too: the runner leads one, itself and what its tests started)
+# The runner's pid, which leads its process group (a process its tests forked, multiprocessing's, checks by it too).
+_RUNNER_PID = [0]
+
+
+def _started_by_the_job(pid: int) -> bool | None:
+    """Whether ``pid`` is the runner itself or a process its tests started: in the runner's process group (it leads
+    one), or descended from the runner (one that moved to a group or session of its own). None if it is gone."""
+    runner = _RUNNER_PID[0] or os.getpid()
+    for step in range(64):  # (a chain longer than that is no test's)
+        if pid in (runner, os.getpid()):
+            return True
+        read = _parent_and_group(pid) if pid > 1 else None
+        if read is None:
+            return None if step == 0 else False
+        if read[1] == runner:
+            return True
+        pid = read[0]
+    return False
+
+
+def _group_of_the_job(group: int) -> bool:  # (0: the caller's)
+    return group in (0, os.getpgrp(), _RUNNER_PID[0]) or _started_by_the_job(group) is True
+
+
+def _require_the_jobs(pid: int) -> None:
+    """Raise unless ``pid`` (not 0) is the runner or a process its tests started (ESRCH if there is none)."""
+    started = _started_by_the_job(pid)
+    if started is None:
+        raise ProcessLookupError(errno.ESRCH, os.strerror(errno.ESRCH))
+    if not started:
+        _refuse_beyond_the_job()
+
+
+def _refuse_beyond_the_job() -> NoReturn:
+    raise PermissionError(errno.EPERM, _BEYOND_THE_JOB)
+
+
+def _keep_the_tests_to_their_job() -> None:
+    """The calls by which the hidden tests act on a process, by pid, group or user, kept to their own job.
+
+    They run as the sandbox's uid (Lambda: the uid of every worker's fork server, runner and rollout; with
+    full isolation root): ``os.setpriority(os.PRIO_USER, 0, 19)`` reniced every worker's fork server and
+    runner, which then reported themselves disturbed, and another job's right answer scored 0 (round
+    thirty-seven). So a call naming a process outside the job (the fork server, ``os.getppid()``, another
+    job's processes, ``kill(-1)``) is refused (EPERM, as the kernel answers for another user's process); one
+    naming every process of the uid is made for the job's own process group, which is what the tests can mean
+    by it; one naming the runner itself or what its tests started goes through. Priority, CPU set and scheduling
+    are wrapped here, under ``posix``'s names too (``posix.setpriority`` is the same call, and passed by the
+    wrappers before), with what the tests set on their own process noted (OWN_STATE_SET); signals and resource
+    limits are checked from their audit events (_REACHING_EVENTS), so ``os.kill`` stays the built-in. A test
+    that reaches the kernel another way (ctypes, a C extension, ``renice -u`` in a process it starts) is not
+    seen here."""
+    import posix
+    import signal
+
+    _RUNNER_PID[0] = os.getpid()
+
+    def set_priority(original: Callable, which: int, who: int, priority: int) -> None:
+        if which == os.PRIO_USER:
+            which, who = os.PRIO_PGRP, 0  # (every process of the uid, as far as the job goes: its own group)
         if which == os.PRIO_PGRP:
-            return who == 0 or who == os.getpgrp()
-        return which == os.PRIO_PROCESS and _own_pid(who)
+            if not _group_of_the_job(who):
+                _refuse_beyond_the_job()
+            OWN_STATE_SET.add("nice")
+        elif which == os.PRIO_PROCESS:
+            if _own_pid(who):
+                OWN_STATE_SET.add("nice")
+            else:
+                _require_the_jobs(who)
+        return original(which, who, priority)
 
-    setters: dict[str, tuple[tuple[str, ...], Callable[..., bool]]] = {
-        "nice": (("nice",), lambda *_args, **_kwargs: True),
-        "setpriority": (("nice",), by_process),
-        "sched_setaffinity": (("affinity",), by_pid),
-        "sched_setscheduler": (("scheduler", "priority"), by_pid),
-        "sched_setparam": (("priority",), by_pid),
+    def by_pid(keys: tuple[str, ...]) -> Callable:
+        def set_state(original: Callable, pid: int, *args: Any) -> Any:
+            if _own_pid(pid):
+                OWN_STATE_SET.update(keys)
+            else:
+                _require_the_jobs(pid)
+            return original(pid, *args)
+
+        return set_state
+
+    def nice(original: Callable, increment: int) -> int:
+        OWN_STATE_SET.add("nice")
+        return original(increment)
+
+    def kept(original: Callable, check: Callable) -> Callable:
+        @functools.wraps(original)
+        def call(*args: Any, **kwargs: Any) -> Any:  # (os.setpriority takes its arguments by name too)
+            return check(original, *args, **kwargs)
+
+        return call
+
+    checks: dict[str, Callable] = {
+        "setpriority": set_priority,
+        "nice": nice,
+        "sched_setaffinity": by_pid(("affinity",)),
+        "sched_setscheduler": by_pid(("scheduler", "priority")),
+        "sched_setparam": by_pid(("priority",)),
     }
-    for name, (keys, names_self) in setters.items():
-        original = getattr(os, name, None)
+    for name, check in checks.items():
+        original = getattr(posix, name, None)
         if original is not None:
-            setattr(os, name, noting(original, keys, names_self))
+            wrapped = kept(original, check)
+            setattr(posix, name, wrapped)
+            setattr(os, name, wrapped)
+    if hasattr(signal, "pidfd_send_signal"):
+        signal.pidfd_send_signal = kept(signal.pidfd_send_signal, _signal_by_pidfd)
+
+
+def _signal_sent(pid: int, _signum: int) -> None:
+    """os.kill's audit event (posix.kill's too): only the job's own processes and groups are signalled."""
+    if pid == -1 or (pid < -1 and not _group_of_the_job(-pid)):
+        _refuse_beyond_the_job()  # (-1: every process the runner may signal)
+    if pid > 0:
+        _require_the_jobs(pid)
+
+
+def _group_signalled(group: int, _signum: int) -> None:
+    if not _group_of_the_job(group):
+        _refuse_beyond_the_job()
+
+
+def _own_limits_set(*_args: object) -> None:
+    OWN_STATE_SET.add("rlimits")
+
+
+def _limits_set(pid: int, _resource: int, limits: object) -> None:
+    """resource.prlimit's audit event: the runner's own limits set are noted as the tests'; another process's are
+    set only if the tests started it (reading any process's changes nothing)."""
+    if limits is None:
+        return
+    if _own_pid(pid):
+        OWN_STATE_SET.add("rlimits")
+    else:
+        _require_the_jobs(pid)
+
+
+# Audit events of the calls that act on a process the tests name: kept to their own job (_keep_the_tests_to_their_job).
+# (Checked here rather than by wrappers: the standard signal senders stay the built-ins the tests expect.)
+_REACHING_EVENTS: dict[str, Callable[..., None]] = {
+    "os.kill": _signal_sent,
+    "os.killpg": _group_signalled,
+    "resource.setrlimit": _own_limits_set,
+    "resource.prlimit": _limits_set,
+}
+
+
+def _signal_by_pidfd(original: Callable, pidfd: int, signum: int, *args: Any) -> None:
+    """pidfd_send_signal: the process the descriptor names (its fdinfo's ``Pid:`` line) must be the job's."""
+    try:
+        with open(f"{layers.PROC}/self/fdinfo/{int(pidfd)}") as handle:
+            pid = next((int(line.split()[1]) for line in handle if line.startswith("Pid:")), None)
+    except (OSError, ValueError, IndexError):
+        pid = None
+    if pid is not None and pid > 0:
+        _require_the_jobs(pid)
+    return original(pidfd, signum, *args)
 
 
 def _prepare_runner() -> None:
     _note_registrations()
-    _note_own_state_setters()
+    _keep_the_tests_to_their_job()
     sys.meta_path.insert(0, _ModelModuleGuard())
     sys.addaudithook(_guard_text_runs)
     _bound_failure_diffs()
