@@ -99,6 +99,7 @@ REFUSED = {
     "a signal to the fork server, by posix": "posix.kill(server, signal.SIGCONT)",
     "a signal to the fork server's group": "os.killpg(os.getpgid(server), signal.SIGCONT)",
     "a signal to the fork server's group, by kill": "os.kill(-os.getpgid(server), signal.SIGCONT)",
+    "a move into the fork server's group": "os.setpgid(0, os.getpgid(server))",
     "a signal to every process": "os.kill(-1, signal.SIGCONT)",
     "a signal to the fork server, by a pidfd": "signal.pidfd_send_signal(os.pidfd_open(server), signal.SIGCONT)",
 }

@@ -2455,8 +2455,11 @@ def _started_by_the_job(pid: int) -> bool | None:
     return False
 
 
-def _group_of_the_job(group: int) -> bool:  # (0: the caller's)
-    return group in (0, os.getpgrp(), _RUNNER_PID[0]) or _started_by_the_job(group) is True
+def _group_of_the_job(group: int) -> bool:
+    """``group`` (0: the caller's) is the runner's process group or one a process its tests started leads."""
+    if group == 0:
+        group = os.getpgrp()  # (the runner may have been moved out of its own: setpgid is checked too)
+    return group == _RUNNER_PID[0] or _started_by_the_job(group) is True
 
 
 def _require_the_jobs(pid: int) -> None:
@@ -2516,6 +2519,15 @@ def _keep_the_tests_to_their_job() -> None:
 
         return set_state
 
+    def set_group(original: Callable, pid: int, group: int) -> None:
+        # (into a group outside the job, the runner or a process of the job would escape the group killed with the
+        # runner, and its calls on "its own group" would reach the fork server's)
+        if group != 0 and not _group_of_the_job(group):
+            _refuse_beyond_the_job()
+        if pid != 0:
+            _require_the_jobs(pid)
+        return original(pid, group)
+
     def nice(original: Callable, increment: int) -> int:
         OWN_STATE_SET.add("nice")
         return original(increment)
@@ -2530,6 +2542,7 @@ def _keep_the_tests_to_their_job() -> None:
     checks: dict[str, Callable] = {
         "setpriority": set_priority,
         "nice": nice,
+        "setpgid": set_group,
         "sched_setaffinity": by_pid(("affinity",)),
         "sched_setscheduler": by_pid(("scheduler", "priority")),
         "sched_setparam": by_pid(("priority",)),
