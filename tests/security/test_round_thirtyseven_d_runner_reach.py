@@ -144,3 +144,44 @@ def test_processes_the_tests_start_stay_theirs_to_manage(worker):
         "assert os.waitpid(forked, 0)[1] == 0\n"
     )
     _passes(worker, top)
+
+
+# The same calls past the runner's Python checks (ctypes; a process the tests start, which has no audit hook of the
+# runner's): refused by the kernel, by the runner's own seccomp filter, where the worker has seccomp.
+LIBC = (
+    "import ctypes, errno\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "def refused(result):\n"
+    "    assert result == -1 and ctypes.get_errno() == errno.EPERM, (result, ctypes.get_errno())\n"
+)
+PAST_PYTHON = {
+    "the fork server's priority, by libc": "refused(libc.setpriority(0, server, 19))",
+    "the fork server's group's priority, by libc": "refused(libc.setpriority(1, os.getpgid(server), 19))",
+    "a signal to the fork server, by libc": "refused(libc.kill(server, signal.SIGCONT))",
+    "a signal to the fork server's group, by libc": "refused(libc.kill(-os.getpgid(server), signal.SIGCONT))",
+    "the fork server's limits, by libc": "refused(libc.prlimit(server, resource.RLIMIT_NOFILE, None, None))",
+    "the fork server, in a process the tests start": (
+        "import subprocess, sys\n"
+        "ran = subprocess.run([sys.executable, '-c', f'import os\\nos.setpriority(os.PRIO_PROCESS, {server}, 19)'])\n"
+        "assert ran.returncode == 1, ran.returncode"
+    ),
+}
+# (every process of the uid, or every process: tried only where the uid is this module's own)
+PAST_PYTHON_EVERYWHERE = {
+    "every process of the uid, by libc": "refused(libc.setpriority(2, 0, 19))",
+    "a signal to every process, by libc": "refused(libc.kill(-1, signal.SIGCONT))",
+    "every process of the uid, in a process the tests start": (
+        "import subprocess, sys\n"
+        "ran = subprocess.run([sys.executable, '-c', 'import os\\nos.setpriority(os.PRIO_USER, 0, 19)'])\n"
+        "assert ran.returncode == 1, ran.returncode"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted({**PAST_PYTHON, **PAST_PYTHON_EVERYWHERE}))
+def test_a_call_past_the_runners_python_checks_is_refused_by_the_kernel(worker, case):
+    if not worker.isolation()["seccomp"].startswith("on"):
+        pytest.skip("seccomp is off")
+    if case in PAST_PYTHON_EVERYWHERE and worker.mode == "full":
+        pytest.skip("tried where the sandbox's uid is this module's own")
+    call = {**PAST_PYTHON, **PAST_PYTHON_EVERYWHERE}[case]
+    _passes(worker, FORK_SERVER_NICE + LIBC + call + "\n" + UNTOUCHED)

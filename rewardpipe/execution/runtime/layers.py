@@ -1542,6 +1542,89 @@ def _search(rules: list[tuple[int, list]]) -> list[tuple]:
     return [(_JGE, 0, 1, rules[middle][0]), (_JA, 0, 0, len(below)), *below, *above]
 
 
+# The trusted runner's own filter (round thirty-seven, third wave). The hidden tests run there as the sandbox's
+# uid (Lambda: every worker's fork server, runner and rollout; full isolation: root), and the runner keeps their
+# Python calls to their own job (trusted._keep_the_tests_to_their_job); what reaches the kernel another way (ctypes,
+# a C extension, ``renice -u`` or ``kill -STOP -1`` in a process they start, which inherits this filter) is held
+# here to what never names a process: every process of a uid (PRIO_USER, IOPRIO_WHO_USER), every process (kill -1),
+# and the runner's fork server (its pid, or its group), on which no test has any business.
+_PRIO_SELECTORS = {"setpriority": (0, 1, 2), "ioprio_set": (1, 2, 3)}  # (process, group, user)
+_AT_ONE_PROCESS = {
+    "x86_64": {
+        "prlimit64": 302,
+        "sched_setparam": 142,
+        "sched_setscheduler": 144,
+        "sched_setattr": 314,
+        "sched_setaffinity": 203,
+        "tkill": 200,
+        "tgkill": 234,
+        "rt_sigqueueinfo": 129,
+        "rt_tgsigqueueinfo": 297,
+        "pidfd_open": 434,
+        "process_vm_writev": 311,
+        "migrate_pages": 256,
+        "move_pages": 279,
+    },
+    "aarch64": {
+        "prlimit64": 261,
+        "sched_setparam": 118,
+        "sched_setscheduler": 119,
+        "sched_setattr": 274,
+        "sched_setaffinity": 122,
+        "tkill": 130,
+        "tgkill": 131,
+        "rt_sigqueueinfo": 138,
+        "rt_tgsigqueueinfo": 240,
+        "pidfd_open": 434,
+        "process_vm_writev": 271,
+        "migrate_pages": 238,
+        "move_pages": 239,
+    },
+}
+_PTRACE = {"x86_64": 101, "aarch64": 117}
+
+
+def _block_keep_from(selectors: tuple[int, int, int], server: int, group: int) -> list:
+    """setpriority/ioprio_set in the runner: never every process of a uid, nor the fork server or its group."""
+    process, by_group, user = selectors
+    return [
+        (_LD_ABS_W, 0, 0, _arg(0)),
+        (_JEQ, 7, 0, user),  # -> EPERM
+        (_JEQ, 0, 2, process),
+        (_LD_ABS_W, 0, 0, _arg(1)),
+        (_JEQ, 4, 3, server),  # -> EPERM, else allow
+        (_JEQ, 0, 2, by_group),
+        (_LD_ABS_W, 0, 0, _arg(1)),
+        (_JEQ, 1, 0, group),
+        (_RET, 0, 0, _RET_ALLOW),
+        (_RET, 0, 0, _errno(errno.EPERM)),
+    ]
+
+
+def runner_reach_filter(arch: str, server: int, group: int) -> bytes:
+    """The trusted runner's seccomp program (see _PRIO_SELECTORS): ``server`` its fork server's pid, ``group`` that
+    one's process group; everything else allowed."""
+    refused = _errno(errno.EPERM)
+    which_who = _WHICH_WHO[arch]
+    rules: list[tuple[int, list]] = [
+        (which_who[name][0], _block_keep_from(selectors, server, group)) for name, selectors in _PRIO_SELECTORS.items()
+    ]
+    rules.append(
+        (_SIGNAL_SENDERS[arch]["kill"], _block_refuse_values(0, {0xFFFFFFFF, server, -group & 0xFFFFFFFF}, refused))
+    )
+    rules += [(number, _block_refuse_values(0, {server}, refused)) for number in _AT_ONE_PROCESS[arch].values()]
+    rules.append((_PTRACE[arch], _block_refuse_values(1, {server}, refused)))
+    prog: list[tuple] = [
+        (_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
+        (_RET, 0, 0, _RET_KILL_PROCESS),
+        (_LD_ABS_W, 0, 0, 0),  # seccomp_data.nr
+        *([(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, refused)] if arch == "x86_64" else []),  # (x32: the same calls)
+        *_search(sorted(rules, key=lambda rule: rule[0])),
+    ]
+    return b"".join(struct.pack("=HBBI", code, jt, jf, k) for code, jt, jf, k in prog)
+
+
 # prctl with a pointer as its third argument (PR_SET_SECCOMP), as its own prototype.
 _prctl_pointer = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong, use_errno=True

@@ -1285,6 +1285,8 @@ class Zygote:
                     # mode 0644) was read by the model's code of their job or of a job beside it (round thirty-six).
                     os.umask(os.umask(0) | 0o077)
                 _die_with_parent(self.pid)
+                if self.seccomp_arch is not None:
+                    _keep_from_other_processes(self.seccomp_arch, self.pid)
                 if "rlimits" not in self.disabled:
                     # The runner decodes the model's replies: bounded here (and by the wire budgets in
                     # trusted.py), it meets a MemoryError inside one test instead of taking the host down.
@@ -1584,6 +1586,19 @@ def _pin_to_cpu(cpu: int) -> int | None:
     except (OSError, ValueError):
         return None
     return int(cpu)
+
+
+def _keep_from_other_processes(arch: str, server: int) -> None:
+    """In the trusted runner, for it and every process its tests start: no call on every process of the uid, on
+    every process, or on the fork server (layers.runner_reach_filter; what the kernel sees, however the tests made
+    the call). Without privilege a filter needs no_new_privs (no setuid program gains rights in the runner's
+    processes: the jobs' uid is the runner's there anyway)."""
+    # (the fork server's probe found seccomp working; were it to fail here, the Python-level checks remain: a runner
+    # that died of it would fail every job)
+    with contextlib.suppress(OSError):
+        if os.geteuid() != 0:
+            layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
+        layers.load_seccomp(layers.runner_reach_filter(arch, server, os.getpgid(server)))
 
 
 def _die_with_parent(parent_pid: int) -> None:
