@@ -185,3 +185,22 @@ def test_a_call_past_the_runners_python_checks_is_refused_by_the_kernel(worker, 
         pytest.skip("tried where the sandbox's uid is this module's own")
     call = {**PAST_PYTHON, **PAST_PYTHON_EVERYWHERE}[case]
     _passes(worker, FORK_SERVER_NICE + LIBC + call + "\n" + UNTOUCHED)
+
+
+SYSV_KEY = 0x52503337
+SHMGET = "shmget = ctypes.CDLL(None, use_errno=True).shmget\n"
+
+
+def test_a_sysv_segment_the_tests_make_is_gone_for_the_next_job(worker):
+    # Where the worker has an IPC namespace of its own (full isolation): the tests' segment outlived their job, and a
+    # later task's tests found the key taken. (On Lambda the runner shares the host's IPC namespace: not removed.)
+    if not worker.isolation()["seccomp"].startswith("on") or worker.mode != "full":
+        pytest.skip("needs the worker's own IPC namespace")
+    make = f"import ctypes\n{SHMGET}assert shmget({SYSV_KEY}, 4096, 0o1600) >= 0, ctypes.get_errno()\n"
+    find = (
+        f"import ctypes, errno\n{SHMGET}assert shmget({SYSV_KEY}, 0, 0) == -1 and ctypes.get_errno() == errno.ENOENT\n"
+    )
+    first = thirtyone._run(worker, "first", IDENTITY, make + HEADER + BODY, entry_point="f")
+    assert first.status is ExecutionStatus.PASSED, (first.status, first.reason)
+    second = thirtyone._run(worker, "second", IDENTITY, find + HEADER + BODY, entry_point="f")
+    assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)

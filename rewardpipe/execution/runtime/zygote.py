@@ -1055,8 +1055,10 @@ class Zygote:
                 self._dispose_job_dir(self.current.job_dir)
             self.current = None
         _reap_orphans()  # orphans left to this subreaper
-        if self.ipc_private and self.seccomp_arch is None:
-            layers.remove_ipc_objects()  # nothing a job made in SysV IPC reaches the next one
+        if self.ipc_private:
+            # Nothing a job made in SysV IPC reaches the next one: the model's code where seccomp is off, the hidden
+            # tests always (the runner has no such refusal; round thirty-seven, a segment they made outlived the job).
+            layers.remove_ipc_objects()
         if len(self.spares) <= SPARES_LOW:
             # Born in the worker's cgroup (see enter_job_cgroup).
             self.spares.extend(self._fork_untrusted_burst(SPARES_HIGH - len(self.spares)))
