@@ -31,7 +31,7 @@ from rewardpipe.monitoring.examples import choose_examples
 from rewardpipe.monitoring.hysteresis import ABSENT, IGNORED, predates, stop_judging, track_component, track_errors
 from rewardpipe.monitoring.messages import run_warnings
 from rewardpipe.monitoring.pooling import StepHistory, pool_small_steps, stored_step
-from rewardpipe.monitoring.state import MonitorState, PendingDelivery, load_state, state_key
+from rewardpipe.monitoring.state import MonitorState, PendingDelivery, ProvisionalStep, load_state, state_key
 from rewardpipe.monitoring.statistics import (
     StepAcc,
     accumulate,
@@ -42,7 +42,7 @@ from rewardpipe.monitoring.statistics import (
 )
 from rewardpipe.monitoring.thresholds import MonitorInputError, Thresholds
 from rewardpipe.monitoring.verdicts import StepReport, step_report
-from rewardpipe.store import BadObject, Store
+from rewardpipe.store import BadObject, Store, step_prefix
 
 
 @dataclass
@@ -211,6 +211,7 @@ def judge(
             pooling.annotate(alarm)
         alarms.extend(step_alarms)
         state.mark_checked(step)
+        state.provisional = None  # this judgement continued the state: an earlier step is judged for good
     return MonitorResult(
         run_id=run_id,
         thresholds=th,
@@ -277,6 +278,7 @@ def monitor_step(
     *,
     persist_state: bool = True,
     publisher: StepPublisher | None = None,
+    provisional: bool = False,
 ) -> MonitorResult:
     """Monitor one step of a run stored in ``store``, continuing the run's saved hysteresis state.
 
@@ -298,6 +300,11 @@ def monitor_step(
     failed is listed in ``result.unreadable`` as ``alarm-delivery:<sink>`` and stays pending. A corrupt
     saved state is moved aside and replaced by a fresh one (:func:`load_state`), and listed too. With
     ``persist_state=False`` nothing is committed and the alarms go straight to ``sinks``.
+
+    ``provisional`` (the scheduled variance check, which judges a step before it can know it is whole): the step,
+    once judged, stays open to a new judgement (``state.provisional``) while no later step is judged and if it
+    raised no alarm; called again for that step when more objects are stored under it, it is judged again, whole,
+    from the targets it was first judged from (:func:`rewardpipe.monitoring.check_pending` decides when).
     """
     previous, state_problem = load_state(store, run_id)
     bad: list[BadObject] = [state_problem] if state_problem is not None else []
@@ -306,10 +313,12 @@ def monitor_step(
     notes: list[dict[str, Any]] = []
     if persist_state and previous.pending:
         late = _deliver_pending(store, run_id, previous, sinks, publisher, notes)
+    listed = len(store.list_keys(step_prefix(run_id, step))) if provisional and persist_state else None
+    judged_from = _reopened(previous, step, listed) if listed is not None else previous
     result = monitor_records(
         store.iter_records(run_id, step, on_bad=bad.append),
         thresholds,
-        previous,
+        judged_from,
         StepHistory(load=stored_step(store, run_id), listing=lambda: store.list_steps(run_id)),
         dedupe=False,  # a store holds one object per (run, step, group, rollout): nothing can repeat
     )
@@ -326,6 +335,8 @@ def monitor_step(
             result.state.pending.append(
                 PendingDelivery(step=step, alarms=[a.to_dict() for a in result.alarms], metrics=metrics)
             )
+        if listed is not None and not result.alarms and result.state.last_step == step:
+            result.state.provisional = ProvisionalStep(step=step, keys=listed, before=judged_from.targets)
     commit_state(store, run_id, result.state)  # the step and what it owes, in one write
     now = _deliver_pending(store, run_id, result.state, sinks, publisher, notes, only_step=step)
     # a late alarm still owed is listed when it finally goes through, not on every call until then
@@ -333,6 +344,19 @@ def monitor_step(
     result.already_delivered = late.already + now.already
     result.unreadable.extend(_failed(late.failures + now.failures) + notes)
     return result
+
+
+def _reopened(state: MonitorState, step: int, listed: int) -> MonitorState:
+    """``state`` with ``step`` open to a new judgement when it is the state's provisional step and more objects
+    are stored under it than when it was judged: its targets as before that judgement, the step unchecked."""
+    held = state.provisional
+    if held is None or held.step != step or state.last_step != step or listed <= held.keys:
+        return state
+    reopened = state.model_copy(deep=True)
+    reopened.targets = {key: target.model_copy(deep=True) for key, target in held.before.items()}
+    reopened.unmark_newest(step)
+    reopened.provisional = None
+    return reopened
 
 
 def flush_pending(

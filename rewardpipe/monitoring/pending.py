@@ -15,9 +15,9 @@ from typing import Any
 
 from rewardpipe.monitoring.alarms import AlarmSink
 from rewardpipe.monitoring.monitor import MonitorResult, StepPublisher, monitor_step
-from rewardpipe.monitoring.state import load_state
+from rewardpipe.monitoring.state import MonitorState, load_state
 from rewardpipe.monitoring.thresholds import Thresholds
-from rewardpipe.store import Store
+from rewardpipe.store import Store, step_prefix
 
 
 @dataclass
@@ -47,8 +47,12 @@ def check_pending(
     """Check every unchecked step of ``run_ids`` (default: every run in the store), oldest first.
 
     ``skip_newest`` leaves each run's highest step alone: a scheduled check cannot know whether the
-    trainer is still writing it (a later step proves it complete). A run whose manifest says it is still being
-    written has its unfinished steps (no completion marker) left unchecked too, to be checked once marked.
+    trainer is still writing it (a later step's first record is taken as the sign it is complete). As that sign
+    can be wrong (a step's last executions may end after the next step began), the steps such a check judges
+    stay open to a new judgement: the run's newest judged step is judged again, whole, when objects landed under
+    it since, until a later step is judged (``provisional`` of :func:`~rewardpipe.monitoring.monitor.monitor_step`).
+    A run whose manifest says it is still being written has its unfinished steps (no completion marker) left
+    unchecked too, to be checked once marked.
     """
     sinks = list(sinks)
     checks: list[RunCheck] = []
@@ -76,12 +80,41 @@ def check_pending(
         if progress.in_progress:
             finished = set(progress.finished)
             steps = [step for step in steps if step in finished]
+        if skip_newest:
+            _judge_grown_step(store, run_id, state, steps, check, thresholds, sinks, publisher)
         for step in state.unchecked(steps):
             try:
-                check.results.append(monitor_step(store, run_id, step, thresholds, sinks, publisher=publisher))
+                check.results.append(
+                    monitor_step(store, run_id, step, thresholds, sinks, publisher=publisher, provisional=skip_newest)
+                )
             except Exception as exc:  # noqa: BLE001 - one broken step must not stop the later ones
                 check.problems.append({"run_id": run_id, "step": step, "error": _describe(exc)})
     return checks
+
+
+def _judge_grown_step(
+    store: Store,
+    run_id: str,
+    state: MonitorState,
+    steps: list[int],
+    check: RunCheck,
+    thresholds: Thresholds | None,
+    sinks: list[AlarmSink],
+    publisher: StepPublisher | None,
+) -> None:
+    """Judge the run's provisional step again when objects landed under it since it was judged (executions of
+    step N that ended after step N+1 began). One listing of one step per run: the cost stays bounded."""
+    held = state.provisional
+    if held is None or held.step != state.last_step or held.step not in steps:
+        return
+    try:
+        if len(store.list_keys(step_prefix(run_id, held.step))) <= held.keys:
+            return
+        check.results.append(
+            monitor_step(store, run_id, held.step, thresholds, sinks, publisher=publisher, provisional=True)
+        )
+    except Exception as exc:  # noqa: BLE001 - reported; the run's unchecked steps are still checked
+        check.problems.append({"run_id": run_id, "step": held.step, "error": _describe(exc)})
 
 
 def _describe(exc: Exception) -> str:

@@ -88,6 +88,21 @@ class PendingDelivery(BaseModel):
         return alarms
 
 
+class ProvisionalStep(BaseModel):
+    """The newest judged step, kept so a scheduled check can judge it again when records land in it afterwards
+    (a trainer on AWS starts step N+1 while executions of step N still run: see docs/aws.md). It is kept only while
+    no later step has been judged (a later judgement continued the state this one made) and only when its judgement
+    raised no alarm (judging it again could contradict an alarm already sent)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(ge=0)
+    #: The objects listed under the step's prefix when it was judged: more now means records landed since.
+    keys: int = Field(ge=0)
+    #: The targets as they were before the step was judged: a new judgement starts from them.
+    before: dict[str, TargetState] = Field(default_factory=dict)
+
+
 class MonitorState(BaseModel):
     """What the monitor must remember between steps.
 
@@ -111,9 +126,13 @@ class MonitorState(BaseModel):
     #: A token naming the write that stored this state: a conditional write whose answer was lost is
     #: told apart from one that lost a race by reading the state back (rewardpipe.aws.monitoring).
     commit: str | None = None
+    #: The step a scheduled check may judge again (see ProvisionalStep); None once a later step is judged.
+    provisional: ProvisionalStep | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = self.model_dump(by_alias=True, mode="json")
+        if data.get("provisional") is None:  # written only while a step may be judged again: states read as before
+            data.pop("provisional", None)
         for target in data["targets"].values():
             if target.get("pooled_since") is None:  # written only while a pool is open: states read as before
                 target.pop("pooled_since", None)
@@ -168,6 +187,14 @@ class MonitorState(BaseModel):
                 merged.append((first, last))
         self.checked = merged
         self.last_step = merged[-1][1]
+
+    def unmark_newest(self, step: int) -> None:
+        """Take ``step``, the highest checked step, out of the checked set (to judge it again)."""
+        if not self.checked or self.checked[-1][1] != step:
+            raise ValueError(f"step {step} is not the newest checked step")
+        first, _ = self.checked[-1]
+        self.checked = self.checked[:-1] + ([(first, step - 1)] if first < step else [])
+        self.last_step = self.checked[-1][1] if self.checked else None
 
     def unchecked(self, steps: Iterable[int]) -> list[int]:
         """The steps of ``steps`` not yet checked, in ascending order."""

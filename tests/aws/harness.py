@@ -130,6 +130,20 @@ def apply_test_env() -> None:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
+def alarm_inbox() -> tuple[Any, str, str]:
+    """An SNS topic ``alarms`` delivering raw messages to an SQS queue ``alarm-inbox`` (inside the ``aws``
+    fixture): (the SQS client, the topic's ARN, the queue's URL), for a test to read the alarms a check sent."""
+    import boto3
+
+    sns = boto3.client("sns", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    topic = sns.create_topic(Name="alarms")["TopicArn"]
+    queue = sqs.create_queue(QueueName="alarm-inbox")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"})
+    return sqs, topic, queue
+
+
 # --------------------------------------------------------------------------------------------------
 # One synth per process
 

@@ -63,12 +63,7 @@ def world(aws, monkeypatch):
 
     s3 = boto3.client("s3", region_name=harness.REGION)
     s3.create_bucket(Bucket=BUCKET)
-    sns = boto3.client("sns", region_name=harness.REGION)
-    sqs = boto3.client("sqs", region_name=harness.REGION)
-    topic = sns.create_topic(Name="alarms")["TopicArn"]
-    queue = sqs.create_queue(QueueName="alarm-inbox")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"})
+    sqs, topic, queue = harness.alarm_inbox()
     store = S3Store(BUCKET, client=s3)
     for step in (0, 1):
         for group in range(5):
