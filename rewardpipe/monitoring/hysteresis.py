@@ -143,10 +143,16 @@ def track_component(
     if early and stats.verdict != "dead":
         stats.alarm_active = target.active  # nothing it says is news: the later steps judged the component
         return None
-    if stats.verdict == "info" and target.active and target.alarm_cause == "constant_within_groups":
+    if (
+        stats.verdict == "info"
+        and target.active
+        and target.alarm_cause == "constant_within_groups"
+        and stats.zero_variance_group_fraction == 1.0
+    ):
         # A component set per prompt (a penalty firing on whole tasks' groups) at a step where no prompt set it off:
         # still no signal inside any group, which is no recovery and no reason to stop judging it; closing here
-        # reopened the same onset at the next step where a task fired it.
+        # reopened the same onset at the next step where a task fired it. A step where it varies inside a group is
+        # another matter: it fired per rollout there (an idle penalty's step), and the alarm is closed as for one.
         stats.alarm_active = True
         stats.message = (
             f"{stats.message} (its dead alarm, open since step {target.since}, stays open: it was set per prompt, "
