@@ -79,6 +79,15 @@ SHAPES = {
         "os.kill(p.pid, signal.SIGSTOP); os.kill(p.pid, signal.SIGCONT); os.kill(p.pid, signal.SIGKILL)\n"
         "assert p.wait(timeout=30) == -signal.SIGKILL\n"
     ),
+    "killpg_of_a_started_session": (
+        "import os, signal, subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+        "os.killpg(p.pid, signal.SIGTERM)\n"
+        "assert p.wait(timeout=30) == -signal.SIGTERM\n"
+        "q = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], process_group=0)\n"
+        "os.killpg(os.getpgid(q.pid), signal.SIGKILL)\n"
+        "assert q.wait(timeout=30) == -signal.SIGKILL\n"
+    ),
     "ctypes_own_calls": (
         "import ctypes, os, signal\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
