@@ -2609,6 +2609,7 @@ def _signal_by_pidfd(original: Callable, pidfd: int, signum: int, *args: Any) ->
 
 def _prepare_runner() -> None:
     _note_registrations()
+    runner_globals.note_gc_freeze()
     _keep_the_tests_to_their_job()
     sys.meta_path.insert(0, _ModelModuleGuard())
     sys.addaudithook(_guard_text_runs)
