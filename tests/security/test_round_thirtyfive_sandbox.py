@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 
 import pytest
@@ -109,19 +110,22 @@ LEFT_BEHIND = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _no_leftovers_on_this_host():
-    # (on Lambda's mode the runner's /tmp is this host's: what a failing run left there, removed)
-    yield
-    shutil.rmtree("/tmp/rp35-made", ignore_errors=True)
-    for name in ("/tmp/rp35-answer.txt", "/tmp/rp35-renamed.txt"):
+@pytest.fixture
+def host_prefix():
+    """The names this test's jobs write under ``/tmp``, its own: on Lambda's mode the runner's /tmp is this host's,
+    shared with the suite's other process, whose run of the same case (or its clean-up) would otherwise meet these
+    files mid-job (seen in CI: the first job's own ``os.rename`` found its file gone). Removed afterwards."""
+    prefix = f"/tmp/rp35-{secrets.token_hex(6)}-"
+    yield prefix
+    shutil.rmtree(prefix + "made", ignore_errors=True)
+    for name in ("answer.txt", "renamed.txt"):
         with contextlib.suppress(OSError):
-            os.unlink(name)
+            os.unlink(prefix + name)
 
 
 @pytest.mark.parametrize("case", sorted(LEFT_BEHIND))
-def test_what_a_jobs_tests_leave_never_reaches_the_next_jobs_verdict(one_worker, case):
-    first_top, second_top, body = LEFT_BEHIND[case]
+def test_what_a_jobs_tests_leave_never_reaches_the_next_jobs_verdict(one_worker, case, host_prefix):
+    first_top, second_top, body = (part.replace("/tmp/rp35-", host_prefix) for part in LEFT_BEHIND[case])
     second = _second(one_worker, first_top, second_top, body)
     assert second.status is ExecutionStatus.PASSED, (second.status, second.reason)
 
