@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import platform
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -83,20 +84,61 @@ def storable_record(raw: Mapping[str, Any]) -> tuple[Record | None, str | None]:
         return None, problem
 
 
+@dataclass
+class StorableBatch:
+    """A trainer's batch of records (dicts in the ``Record`` shape, as an integration builds them), each validated
+    once (:func:`storable_record`) for its judgement and its store alike: validating it again in the monitor and
+    again before the store took it cost three validations per record per batch."""
+
+    #: the records as built, each one that does not validate replaced by its error record's dict (what is built from
+    #: a record, its transcript, is built from it)
+    raw: list[dict[str, Any]]
+    #: what the store takes of each: its ``Record``, an invalid one's error record; None when not even that validates
+    #: (no id to store it under: the writer names it lost, its step not whole)
+    records: list[Record | None]
+    #: what was wrong with each (None: it validated)
+    problems: list[str | None]
+
+    @classmethod
+    def of(cls, raw: Sequence[dict[str, Any]]) -> StorableBatch:
+        built = list(raw)
+        records: list[Record | None] = []
+        problems: list[str | None] = []
+        for index, item in enumerate(built):
+            record, problem = storable_record(item)
+            if record is not None and problem is not None:
+                built[index] = record.model_dump(
+                    exclude={"schema_"}
+                )  # (the shape it had: a transcript is built from it)
+            records.append(record)
+            problems.append(problem)
+        return cls(built, records, problems)
+
+    @property
+    def replaced(self) -> list[str]:
+        """One line per record replaced by its error record (what was wrong with it), for the caller's ``failures``."""
+        return [
+            f"record {record.rollout_id} is an error record: {problem}"
+            for record, problem in zip(self.records, self.problems, strict=True)
+            if record is not None and problem is not None
+        ]
+
+    def judged(self) -> list[Record | dict[str, Any]]:
+        """The batch as :func:`rewardpipe.monitoring.monitor_records` takes it: each validated ``Record`` (not
+        validated again there); a record with no error record as it was built (listed unreadable there, as before)."""
+        return [raw if record is None else record for raw, record in zip(self.raw, self.records, strict=True)]
+
+
 def invalid_as_error_records(records: list[dict[str, Any]]) -> list[str]:
     """Each of ``records`` (dicts in the ``Record`` shape, as a trainer integration builds them) that does not
     validate replaced in place by its error record (:func:`storable_record`), before the step is judged and stored:
     the bad sample is counted as an error by the judgement and by ``monitor`` on the store alike, and its step stays
     whole. Returns one line per record replaced (what was wrong with it), for the caller's ``failures``. A record
-    with no id to store it under is left as it is (the writer names it lost, its step not whole)."""
-    replaced = []
-    for index, raw in enumerate(records):
-        record, problem = storable_record(raw)
-        if problem is None or record is None:
-            continue
-        records[index] = record.model_dump(exclude={"schema_"})  # (the shape it had: a transcript is built from it)
-        replaced.append(f"record {record.rollout_id} is an error record: {problem}")
-    return replaced
+    with no id to store it under is left as it is (the writer names it lost, its step not whole). The trainers use
+    :class:`StorableBatch`, which keeps each validated ``Record`` for the judgement and the store."""
+    batch = StorableBatch.of(records)
+    records[:] = batch.raw
+    return batch.replaced
 
 
 def _now() -> str:

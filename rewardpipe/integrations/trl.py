@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from rewardpipe.integrations.progress import StoredProgress, invalid_as_error_records, storable_record
+from rewardpipe.integrations.progress import StorableBatch, StoredProgress
 from rewardpipe.models import (
     MAX_SCORE_MAGNITUDE,
     MAX_TASK_ID_LENGTH,
@@ -1022,11 +1022,11 @@ class RewardPipeMonitor:
             metrics={"global_step": int(getattr(trainer_state, "global_step", 0) or 0)},
             details=[row[2] for row in rows],
         )
-        self._invalid_as_error_records(records)
-        result = monitor_records(records, thresholds, self.state, self.history)
+        batch = self._storable(records)
+        result = monitor_records(batch.judged(), thresholds, self.state, self.history)
         if self.store is not None:
             if self._resumed:
-                self._persist(records, result, [row[2].get(TRANSCRIPT) for row in rows])
+                self._persist(batch, result, [row[2].get(TRANSCRIPT) for row in rows])
             else:  # the stored run could not be read: writing would replace its steps and state
                 if self.progress is not None:
                     self.progress.incomplete = True
@@ -1037,13 +1037,16 @@ class RewardPipeMonitor:
             warnings.append({"kind": "resumed_before_stored_steps", "message": rolled_back})
         return BatchJudgement(self.batches, result.step(self.batches), result.alarms, warnings, result.state)
 
-    def _invalid_as_error_records(self, records: list[dict[str, Any]]) -> None:
-        """Each record that does not validate (a rank's metrics that are no metric values, a task id with a lone
-        surrogate) replaced by its error record, and said: one bad sample is counted as an error, in the judgement
-        and in the store, and never costs its step (a step is whole when every rollout is accounted for)."""
-        for line in invalid_as_error_records(records):
+    def _storable(self, records: list[dict[str, Any]]) -> StorableBatch:
+        """The batch's records validated once, for the judgement and the store: each one that does not validate (a
+        rank's metrics that are no metric values, a task id with a lone surrogate) replaced by its error record, and
+        said: one bad sample is counted as an error, in the judgement and in the store, and never costs its step (a
+        step is whole when every rollout is accounted for)."""
+        batch = StorableBatch.of(records)
+        for line in batch.replaced:
             self.failures.append(line)
             logger.warning("rewardpipe: batch %s: %s", self.batches, line)
+        return batch
 
     def _rolled_back(self, global_step: int) -> str | None:
         """What to say, once, when the trainer resumed from a checkpoint before the last batch the stored run holds
@@ -1137,9 +1140,7 @@ class RewardPipeMonitor:
                 out[f"rewardpipe/{name}/pooled_batches"] = float(len(stats.pooled_steps))
         return out
 
-    def _persist(
-        self, records: list[dict[str, Any]], result: Any, transcripts: Sequence[dict[str, Any] | None] = ()
-    ) -> None:
+    def _persist(self, batch: StorableBatch, result: Any, transcripts: Sequence[dict[str, Any] | None] = ()) -> None:
         from rewardpipe.monitoring import StoreAlarmSink, dispatch, state_key
         from rewardpipe.transcripts import RolloutTranscript
 
@@ -1153,8 +1154,8 @@ class RewardPipeMonitor:
         if reopened is not None:
             lost.append(reopened)
         whole = True  # every record of the step stored: it is marked finished
-        for index, raw in enumerate(records):
-            record, problem = storable_record(raw)
+        records = batch.raw
+        for index, (raw, record, problem) in enumerate(zip(records, batch.records, batch.problems, strict=True)):
             if record is None:
                 whole = False
                 lost.append(f"record {raw.get('rollout_id')}: {problem}")

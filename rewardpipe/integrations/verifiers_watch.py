@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
-from rewardpipe.integrations.progress import StoredProgress, invalid_as_error_records, storable_record
+from rewardpipe.integrations.progress import StorableBatch, StoredProgress
 from rewardpipe.models import TRAINER_TRANSCRIPT_MESSAGE_CHARS, TRAINER_TRANSCRIPT_MESSAGES, cut_text, first_and_last
 from rewardpipe.safe_text import printable
 
@@ -297,18 +297,20 @@ class GroupWatch:
 
         records, self._pending, self._groups = self._pending, [], 0
         step, self.step = self.step, self.step + 1
-        # one record that does not validate is its error record, counted, and never costs its step
-        for line in invalid_as_error_records(records):
+        # each record validated once, for the judgement and the store: one that does not validate is its error
+        # record, counted, and never costs its step
+        batch = StorableBatch.of(records)
+        for line in batch.replaced:
             self.failures.append(line)
             logger.warning("rewardpipe: step %s: %s", step, line)
         try:
-            result = monitor_records(records, self.thresholds, self.state, self.history)
+            result = monitor_records(batch.judged(), self.thresholds, self.state, self.history)
         except Exception:  # monitoring never stops the scoring: it says so loudly
             logger.exception("rewardpipe: the within-group monitor failed on step %s", step)
             return None
         self.state = result.state
         if self.store is not None:
-            self._persist(records, result)
+            self._persist(batch, result)
         report = result.step(step)
         self.reports.append(report)
         for alarm in result.alarms:
@@ -341,12 +343,13 @@ class GroupWatch:
             )
         return bool(steps)
 
-    def _persist(self, records: list[dict[str, Any]], result: Any) -> None:
+    def _persist(self, batch: StorableBatch, result: Any) -> None:
         """The step's records, transcripts, alarms and the monitor state into the store; a refused write is logged."""
         from rewardpipe.monitoring import StoreAlarmSink, dispatch, state_key
         from rewardpipe.store import transcript_key
         from rewardpipe.transcripts import RolloutTranscript
 
+        records = batch.raw
         lost: list[str] = []
         refused: list[str] = []  # one line for the step's refused records (a full disk refuses every one)
         progress = self.progress
@@ -355,8 +358,7 @@ class GroupWatch:
                 weights = records[0]["weights"] if records else {}
                 self._note(progress.start(reward="verifiers", weights=weights, stored_steps=self._stored_before))
             self._note(progress.before_step())
-        for record in records:
-            valid, problem = storable_record(record)  # (one that did not validate is its error record already)
+        for record, valid, problem in zip(records, batch.records, batch.problems, strict=True):
             if valid is None:
                 refused.append(f"{record.get('rollout_id')}: {problem}")
                 continue
