@@ -45,12 +45,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from datetime import UTC
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, Field
 
 from rewardpipe.aws.settings import Settings, aws_client
 from rewardpipe.deferred import DeferredModel
+
+if TYPE_CHECKING:
+    from rewardpipe.store import RunProgress
 
 COMMIT_ATTEMPTS = 5
 LEGACY_STATE = "check-state.json"
@@ -119,7 +122,19 @@ class ConditionalStateStore:
 
     def list_steps(self, run_id: str, **kwargs: Any) -> list[int]:
         """The run's stored steps; for a check of step n, those up to n (a later one may still be written)."""
-        steps = self._store.list_steps(run_id, **kwargs)
+        return self._capped(self._store.list_steps(run_id, **kwargs))
+
+    def run_progress(self, run_id: str) -> RunProgress:
+        """The run's progress (:meth:`rewardpipe.store.Store.run_progress`) with its steps capped as
+        :meth:`list_steps` caps them: ``check_pending`` reads the run's steps from it alone (one listing a run)."""
+        from dataclasses import replace
+
+        progress = self._store.run_progress(run_id)
+        if self.upto is None:
+            return progress
+        return replace(progress, steps=self._capped(progress.steps), finished=self._capped(progress.finished))
+
+    def _capped(self, steps: list[int]) -> list[int]:
         return steps if self.upto is None else [s for s in steps if s <= self.upto]
 
     @staticmethod

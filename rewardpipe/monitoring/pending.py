@@ -1,7 +1,8 @@
 """Check every step not checked yet, run by run, so nothing is skipped and one failure stops nothing.
 
 A scheduled check (the variance-check Lambda) or a catch-up after an outage calls :func:`check_pending`:
-for each run it lists the stored steps, and checks each step the run's state has not checked, in step
+for each run it lists the stored steps (once: :meth:`~rewardpipe.store.Store.run_progress`, which also says which
+of them are finished), and checks each step the run's state has not checked, in step
 order, with :func:`~rewardpipe.monitoring.monitor.monitor_step`. A step that cannot be read (a store
 failure) is reported and left unchecked, so the next call tries it again; the following steps and the
 other runs are still checked. A corrupt state is moved aside by ``monitor_step`` and reported.
@@ -66,9 +67,9 @@ def check_pending(
         try:
             # Finished steps only, as `monitor` and `report` judge (see "When is a step finished?" in
             # rewardpipe.store): a step its writer left unmarked holds part of its groups, and once checked it would
-            # never be judged whole.
-            steps = store.list_steps(run_id)
+            # never be judged whole. The progress lists the run's steps: listing them apart cost a LIST a run a check.
             progress = store.run_progress(run_id)
+            steps = list(progress.steps)
             state, state_problem = load_state(store, run_id)
         except Exception as exc:  # noqa: BLE001 - one broken run must not stop the others
             check.problems.append({"run_id": run_id, "step": None, "error": _describe(exc)})
