@@ -1055,3 +1055,83 @@ class RunManifest(DeferredModel):
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json")
+
+
+def utc_now() -> str:
+    """Now as a run manifest's timestamps are written: UTC, ISO-8601, to the second."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of the file's bytes (a manifest's ``tasks_sha256``, a replayed rollouts file's)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open_input(path) as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def new_manifest(
+    *,
+    run_id: str,
+    command: str,
+    configuration: Mapping[str, Any],
+    reward: Any,
+    tasks_file: str | Path | None = None,
+    steps: int | None = None,
+    env: Any = None,
+    env_reference: str | None = None,
+    reward_reference: str | None = None,
+    weights: Mapping[str, float] | None = None,
+) -> RunManifest:
+    """A new run's manifest, in progress (``finished_at`` null), as every writer of a run builds it: ``run`` and
+    ``score``, the trainer integrations and ``verl import`` (here, beside the model, so a training process builds it
+    without loading the CLI).
+
+    ``reward`` is the :class:`~rewardpipe.rewards.base.Reward` (its name, weights and components recorded, and the
+    package it came from), or the name of a reward rewardpipe does not hold (a verifiers rubric, verl's reward
+    function), whose ``weights`` are then given. ``packages`` names the distributions (and versions) ``env`` and
+    ``reward`` came from when that can be told cheaply (:func:`rewardpipe.references.distribution_of`)."""
+    import platform
+
+    from rewardpipe import __version__
+
+    named = isinstance(reward, str)
+    return RunManifest(
+        run_id=run_id,
+        command=command,
+        configuration=dict(configuration),
+        tasks_file=None if tasks_file is None else str(tasks_file),
+        tasks_sha256=None if tasks_file is None else file_sha256(tasks_file),
+        reward=reward if named else reward.name,
+        weights={name: float(weight) for name, weight in ((weights or {}) if named else reward.weights).items()},
+        versions={"rewardpipe": __version__, "python": platform.python_version()},
+        started_at=utc_now(),
+        steps=steps,
+        environment=env_reference if env is not None else None,
+        environment_version=env.version if env is not None else None,
+        reward_reference=reward_reference if reward_reference not in (None, reward if named else reward.name) else None,
+        components={} if named else reward.describe(),
+        packages=_packages(env, None if named else reward),
+    )
+
+
+def _packages(*sources: Any) -> dict[str, str]:
+    """The distributions (other than rewardpipe) the environment and reward came from. A lookup that raises (a
+    distribution's unreadable metadata) leaves its package unnamed: the versions are a courtesy, and a trainer whose
+    manifest failed to build would have none, its steps never marked."""
+    from rewardpipe.references import distribution_of
+
+    packages: dict[str, str] = {}
+    for obj in sources:
+        try:
+            found = distribution_of(obj) if obj is not None else None
+        except Exception:  # noqa: BLE001 - see above: the manifest is written without it
+            found = None
+        if found is not None and found[0] != "rewardpipe":
+            packages[found[0]] = found[1]
+    return packages

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import inspect
 import json
 import math
 import os
-import platform
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -21,6 +19,9 @@ import typer
 
 from rewardpipe.cli.application import error_line, fail, note, usage_fail, when_stopped
 from rewardpipe.models import InputFileError, Record, RunManifest
+from rewardpipe.models import file_sha256 as file_sha256  # (here until round thirty-eight: run and score import them)
+from rewardpipe.models import new_manifest as new_manifest
+from rewardpipe.models import utc_now as utc_now
 from rewardpipe.references import meant_reference as meant_reference  # its home until round twenty-nine
 from rewardpipe.safe_text import escape_lone_surrogates
 
@@ -511,59 +512,6 @@ def cap_workers(workers: int | None) -> int | None:
         note(f"warning: --workers {workers} is above the sandbox limit; using {MAX_WORKERS}")
         return MAX_WORKERS
     return workers
-
-
-def file_sha256(path: Path) -> str:
-    from rewardpipe.models import open_input
-
-    digest = hashlib.sha256()
-    with open_input(path) as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def new_manifest(
-    *,
-    run_id: str,
-    command: str,
-    configuration: dict[str, Any],
-    tasks_file: Path | None,
-    reward: Any,
-    steps: int | None = None,
-    env: Any = None,
-    env_reference: str | None = None,
-    reward_reference: str | None = None,
-) -> RunManifest:
-    from rewardpipe import __version__
-    from rewardpipe.references import distribution_of
-
-    packages: dict[str, str] = {}
-    for obj in (env, reward):
-        found = distribution_of(obj) if obj is not None else None
-        if found is not None and found[0] != "rewardpipe":
-            packages[found[0]] = found[1]
-    return RunManifest(
-        run_id=run_id,
-        command=command,
-        configuration=configuration,
-        tasks_file=None if tasks_file is None else str(tasks_file),
-        tasks_sha256=None if tasks_file is None else file_sha256(tasks_file),
-        reward=reward.name,
-        weights=reward.weights,
-        versions={"rewardpipe": __version__, "python": platform.python_version()},
-        started_at=utc_now(),
-        steps=steps,
-        environment=env_reference if env is not None else None,
-        environment_version=env.version if env is not None else None,
-        reward_reference=reward_reference if reward_reference not in (None, reward.name) else None,
-        components=reward.describe(),
-        packages=packages,
-    )
 
 
 MAX_GENERATED_ID_ATTEMPTS = 20  # default run ids tried (<timestamp>, -2, -3...) before the clash is reported

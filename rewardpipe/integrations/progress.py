@@ -16,10 +16,8 @@ unfinished.
 from __future__ import annotations
 
 import logging
-import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -141,10 +139,6 @@ def invalid_as_error_records(records: list[dict[str, Any]]) -> list[str]:
     return batch.replaced
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 class StoredProgress:
     """The manifest and step markers of one trainer run in ``store``. Each method returns what failed (a line for
     the caller's ``failures``) or None; none of them raises: monitoring never stops a training run."""
@@ -164,17 +158,18 @@ class StoredProgress:
     def start(
         self,
         *,
-        reward: str,
-        weights: Mapping[str, float],
-        components: Mapping[str, Any] | None = None,
+        reward: Any,
+        weights: Mapping[str, float] | None = None,
         configuration: Mapping[str, Any] | None = None,
         stored_steps: bool = False,
+        reward_reference: str | None = None,
     ) -> str | None:
         """Write the run's manifest, in progress (``finished_at`` null): a new run's, or a resumed run's again (its
         new steps are then finished only once marked). A run stored without a manifest before (``stored_steps`` and
-        none found: every step of it counted) is left as it is."""
-        from rewardpipe import __version__
-        from rewardpipe.models import RunManifest
+        none found: every step of it counted) is left as it is. A new run's manifest is built as ``rewardpipe run``
+        builds its own (:func:`rewardpipe.models.new_manifest`): ``reward`` is the ``Reward`` trained on, or the name
+        of one rewardpipe does not hold, with its ``weights``."""
+        from rewardpipe.models import RunManifest, new_manifest
         from rewardpipe.store import manifest_key
 
         if not all(callable(getattr(self.store, name, None)) for name in _PROGRESS_METHODS):
@@ -187,17 +182,13 @@ class StoredProgress:
                 manifest = RunManifest.model_validate(stored)
                 manifest.finished_at = None
             else:
-                manifest = RunManifest(
+                manifest = new_manifest(
                     run_id=self.run_id,
                     command=self.command,
-                    configuration=dict(configuration or {}),
-                    tasks_file=None,
-                    tasks_sha256=None,
+                    configuration=configuration or {},
                     reward=reward,
-                    weights={name: float(weight) for name, weight in weights.items()},
-                    versions={"rewardpipe": __version__, "python": platform.python_version()},
-                    started_at=_now(),
-                    components=dict(components or {}),
+                    weights=weights,
+                    reward_reference=reward_reference,
                 )
             self.store.put_json(manifest_key(self.run_id), manifest.to_dict())
         except Exception as exc:  # noqa: BLE001 - reported by the caller; the run is stored as before, unmarked
@@ -240,6 +231,7 @@ class StoredProgress:
     def finish(self) -> str | None:
         """The manifest's ``finished_at`` (every step of the run is then counted) when every step of the run was
         stored whole; an incomplete run keeps its unfinished steps named."""
+        from rewardpipe.models import utc_now
         from rewardpipe.store import manifest_key
 
         if self.manifest is None or self.incomplete or self.finished:
@@ -253,7 +245,7 @@ class StoredProgress:
                     return None
                 self.earlier_checked = True
             self.maybe_finished = True
-            self.store.put_json(manifest_key(self.run_id), {**self.manifest, "finished_at": _now()})
+            self.store.put_json(manifest_key(self.run_id), {**self.manifest, "finished_at": utc_now()})
         except Exception as exc:  # noqa: BLE001 - the run stays in progress: its marked steps are still judged
             return f"run manifest (end): {type(exc).__name__}: {exc}"
         self.finished = True

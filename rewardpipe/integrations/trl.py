@@ -759,6 +759,7 @@ class RewardPipeMonitor:
         if reward is None:
             reward = episodes.reward if episodes is not None else "gsm8k"
         self.reward = resolve_reward(reward, weights)
+        self._reward_reference = reward if isinstance(reward, str) else None  # (the manifest's, as run's)
         base = thresholds or Thresholds()
         ignored = tuple(dict.fromkeys([*base.ignore, *ignore]))
         unknown = set(ignored) - set(self.reward.component_names) - {"aggregate", "errors"}
@@ -1099,11 +1100,10 @@ class RewardPipeMonitor:
         self._resumed = True
         if self.progress is not None:
             failed = self.progress.start(
-                reward=self.reward.name,
-                weights=self.reward.weights,
-                components=self.reward.describe(),
+                reward=self.reward,
                 configuration={"num_generations": self.group_size},
                 stored_steps=bool(steps),
+                reward_reference=self._reward_reference,
             )
             if failed is not None:
                 self._not_stored(failed)

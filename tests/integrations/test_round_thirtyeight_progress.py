@@ -11,12 +11,15 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
 
 from rewardpipe.models import Record
-from rewardpipe.store import LocalStore, transcript_key
+from rewardpipe.store import LocalStore, manifest_key, transcript_key
 from tests.integrations.test_round_thirtyseven_d_sample_never_costs_a_step import ANSWERS, PROMPTS, _spoils
 
 
@@ -142,3 +145,70 @@ def test_a_verifiers_record_that_does_not_validate_is_still_its_error_record(tmp
     assert len(records) == 4 and records["g1-r0"].error.kind == "invalid_record"
     assert store.run_progress("vf").unfinished == [] and watch.reports[-1].error_rate == 1 / 4
     assert any("g1-r0" in failure for failure in watch.failures)
+
+
+# -- 2. one manifest builder -----------------------------------------------------------------------------------------
+
+
+def test_a_trainer_manifest_has_the_fields_run_writes(tmp_path, monkeypatch):
+    """The manifest TRL's callback writes is built as ``run``'s: the same fields, the packages the reward came from
+    among them (it had none: the trainers' manifests did not say which package's reward was trained on)."""
+    import rewardpipe.references as references
+    from rewardpipe.cli.common import new_manifest
+    from rewardpipe.rewards import get_reward
+
+    monkeypatch.setattr(references, "distribution_of", lambda obj: ("acme-rewards", "1.2.3"))
+    store = LocalStore(tmp_path)
+    callback = _trl_callback(store)
+    _trl_batch(callback)
+    stored = store.get_json(manifest_key("once"))
+    run = new_manifest(
+        run_id="once", command="run", configuration={}, tasks_file=None, reward=get_reward("gsm8k", None)
+    ).to_dict()
+    assert set(stored) == set(run)
+    assert stored["packages"] == run["packages"] == {"acme-rewards": "1.2.3"}
+    assert stored["versions"] == run["versions"] and stored["components"] == run["components"]
+    assert stored["command"] == "trl" and stored["configuration"] == {"num_generations": 2}
+    assert stored["started_at"] and stored["finished_at"] >= stored["started_at"]
+
+
+def test_a_trainer_manifest_is_written_when_the_package_lookup_fails(tmp_path, monkeypatch):
+    """The packages are a courtesy: a lookup that raises (a distribution's broken metadata) costs them, never the
+    manifest (without one, no step of the run would be marked)."""
+    import rewardpipe.references as references
+
+    def broken(obj):
+        raise ValueError("bad METADATA")
+
+    monkeypatch.setattr(references, "distribution_of", broken)
+    store = LocalStore(tmp_path)
+    callback = _trl_callback(store)
+    _trl_batch(callback)
+    stored = store.get_json(manifest_key("once"))
+    assert stored["packages"] == {} and stored["finished_at"]
+    assert store.run_progress("once").finished == [0]
+
+
+def test_the_trainer_paths_build_their_manifest_without_loading_the_cli():
+    """typer (and the CLI's shared module) is no load of a training process: the trainers' manifest builder is
+    typer-free."""
+    code = """
+import json, sys, tempfile
+from rewardpipe.integrations import progress, trl, verifiers_watch, verl_dump
+from rewardpipe.store import LocalStore
+from rewardpipe.rewards import get_reward
+store = LocalStore(tempfile.mkdtemp())
+writer = progress.StoredProgress(store, "r", "trl")
+assert writer.start(reward=get_reward("gsm8k", None)) is None, "not started"
+assert writer.step_stored(0, 0, True) is None
+print(json.dumps(sorted(m for m in ("typer", "rewardpipe.cli", "rewardpipe.cli.common") if m in sys.modules)))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(out.stdout) == []
+
+
+def test_the_cli_and_the_trainers_share_one_builder_and_one_clock():
+    import rewardpipe.cli.common as common
+    import rewardpipe.models as models
+
+    assert common.new_manifest is models.new_manifest and common.utc_now is models.utc_now
