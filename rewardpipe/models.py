@@ -1087,6 +1087,7 @@ def new_manifest(
     env_reference: str | None = None,
     reward_reference: str | None = None,
     weights: Mapping[str, float] | None = None,
+    components: Mapping[str, Any] | None = None,
 ) -> RunManifest:
     """A new run's manifest, in progress (``finished_at`` null), as every writer of a run builds it: ``run`` and
     ``score``, the trainer integrations and ``verl import`` (here, beside the model, so a training process builds it
@@ -1094,28 +1095,30 @@ def new_manifest(
 
     ``reward`` is the :class:`~rewardpipe.rewards.base.Reward` (its name, weights and components recorded, and the
     package it came from), or the name of a reward rewardpipe does not hold (a verifiers rubric, verl's reward
-    function), whose ``weights`` are then given. ``packages`` names the distributions (and versions) ``env`` and
-    ``reward`` came from when that can be told cheaply (:func:`rewardpipe.references.distribution_of`)."""
+    function), whose ``weights`` (and ``components``, each a :class:`ComponentInfo`'s fields, when known) are then
+    given. ``packages`` names the distributions (and versions) ``env`` and ``reward`` came from when that can be told
+    cheaply (:func:`rewardpipe.references.distribution_of`)."""
     import platform
 
     from rewardpipe import __version__
 
     named = isinstance(reward, str)
+    name = reward if named else reward.name
     return RunManifest(
         run_id=run_id,
         command=command,
         configuration=dict(configuration),
         tasks_file=None if tasks_file is None else str(tasks_file),
         tasks_sha256=None if tasks_file is None else file_sha256(tasks_file),
-        reward=reward if named else reward.name,
-        weights={name: float(weight) for name, weight in ((weights or {}) if named else reward.weights).items()},
+        reward=name,
+        weights={key: float(weight) for key, weight in ((weights or {}) if named else reward.weights).items()},
         versions={"rewardpipe": __version__, "python": platform.python_version()},
         started_at=utc_now(),
         steps=steps,
         environment=env_reference if env is not None else None,
         environment_version=env.version if env is not None else None,
-        reward_reference=reward_reference if reward_reference not in (None, reward if named else reward.name) else None,
-        components={} if named else reward.describe(),
+        reward_reference=reward_reference if reward_reference not in (None, name) else None,
+        components=dict(components or {}) if named else reward.describe(),
         packages=_packages(env, None if named else reward),
     )
 

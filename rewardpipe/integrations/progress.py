@@ -104,10 +104,8 @@ class StorableBatch:
         problems: list[str | None] = []
         for index, item in enumerate(built):
             record, problem = storable_record(item)
-            if record is not None and problem is not None:
-                built[index] = record.model_dump(
-                    exclude={"schema_"}
-                )  # (the shape it had: a transcript is built from it)
+            if record is not None and problem is not None:  # (a dict as before: a transcript is built from it)
+                built[index] = record.model_dump(exclude={"schema_"})
             records.append(record)
             problems.append(problem)
         return cls(built, records, problems)
@@ -160,6 +158,7 @@ class StoredProgress:
         *,
         reward: Any,
         weights: Mapping[str, float] | None = None,
+        components: Mapping[str, Any] | None = None,
         configuration: Mapping[str, Any] | None = None,
         stored_steps: bool = False,
         reward_reference: str | None = None,
@@ -168,7 +167,7 @@ class StoredProgress:
         new steps are then finished only once marked). A run stored without a manifest before (``stored_steps`` and
         none found: every step of it counted) is left as it is. A new run's manifest is built as ``rewardpipe run``
         builds its own (:func:`rewardpipe.models.new_manifest`): ``reward`` is the ``Reward`` trained on, or the name
-        of one rewardpipe does not hold, with its ``weights``."""
+        of one rewardpipe does not hold, with its ``weights`` (and ``components``, when they are known)."""
         from rewardpipe.models import RunManifest, new_manifest
         from rewardpipe.store import manifest_key
 
@@ -188,6 +187,7 @@ class StoredProgress:
                     configuration=configuration or {},
                     reward=reward,
                     weights=weights,
+                    components=components,
                     reward_reference=reward_reference,
                 )
             self.store.put_json(manifest_key(self.run_id), manifest.to_dict())

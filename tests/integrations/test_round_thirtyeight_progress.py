@@ -212,3 +212,15 @@ def test_the_cli_and_the_trainers_share_one_builder_and_one_clock():
     import rewardpipe.models as models
 
     assert common.new_manifest is models.new_manifest and common.utc_now is models.utc_now
+
+
+def test_a_reward_rewardpipe_does_not_hold_is_still_named_with_its_weights_and_components(tmp_path):
+    from rewardpipe.integrations.progress import StoredProgress
+
+    store = LocalStore(tmp_path)
+    component = {"range": [0.0, 1.0], "role": "outcome", "weight": 2.0}
+    progress = StoredProgress(store, "v", "verl import")
+    assert progress.start(reward="verl", weights={"acc": 2}, components={"acc": component}) is None
+    stored = store.get_json(manifest_key("v"))
+    assert (stored["reward"], stored["weights"], stored["components"]) == ("verl", {"acc": 2.0}, {"acc": component})
+    assert stored["packages"] == {} and stored["reward_reference"] is None and stored["finished_at"] is None
