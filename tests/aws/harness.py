@@ -40,6 +40,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -191,7 +192,6 @@ def synthesized(context_json: str = "") -> Synth:
 
     outdir = Path(tempfile.mkdtemp(prefix="rewardpipe-cdk-"))
     import atexit
-    import shutil
 
     atexit.register(shutil.rmtree, outdir, True)
     app, stack = build_app(json.loads(context_json) if context_json else None, outdir=str(outdir))
@@ -293,6 +293,30 @@ class _Context:
         return max(0, int((self._deadline - time.time()) * 1000))
 
 
+def _extracted(code: bytes, digest: str) -> Path:
+    """The function's zip, unpacked once per content into a directory every process may share. This /tmp is the
+    host's: the suite's other xdist process (and other checkouts' runs) unpack the same code there at the same time.
+    Each unpacks into a directory of its own and renames it into place whole, so no process ever imports from a
+    half-written directory (checking for the directory, then making and filling it, let the other process see it
+    empty: a flaky import error, or ``FileExistsError`` from two makers)."""
+    target = Path(tempfile.gettempdir()) / "rewardpipe-lambda-code" / digest
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    unpacked = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=target.parent))
+    try:
+        with zipfile.ZipFile(io.BytesIO(code)) as zf:
+            zf.extractall(unpacked)
+        unpacked.chmod(0o755)  # (mkdtemp's 0700 would keep the code from another uid's run)
+        os.rename(unpacked, target)
+    except OSError:
+        if not target.exists():  # a failure of our own; else another process's rename came first: theirs is whole
+            raise
+    finally:
+        shutil.rmtree(unpacked, ignore_errors=True)
+    return target
+
+
 def _handler_for(fn: Any) -> Any:
     digest = hashlib.sha256(fn.code_bytes).hexdigest()[:16]
     # A function whose configuration changed is initialised again, as on Lambda (a handler reads its settings
@@ -301,11 +325,7 @@ def _handler_for(fn: Any) -> Any:
     key = f"{fn.function_name}:{digest}:{config}"
     module = _MODULES.get(key)
     if module is None:
-        target = Path(tempfile.gettempdir()) / "rewardpipe-lambda-code" / digest
-        if not target.exists():
-            target.mkdir(parents=True)
-            with zipfile.ZipFile(io.BytesIO(fn.code_bytes)) as zf:
-                zf.extractall(target)
+        target = _extracted(fn.code_bytes, digest)
         module_file, _, _attr = fn.handler.rpartition(".")
         spec = importlib.util.spec_from_file_location(f"lambda_{digest}_{module_file}", target / f"{module_file}.py")
         module = importlib.util.module_from_spec(spec)

@@ -8,8 +8,10 @@ really are hardened: a floor whose children silently ran unconfined would be che
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import sys
 
 import pytest
@@ -46,6 +48,8 @@ def test_a_plain_job_passes_through_the_hardened_floor(tmp_path):
 
 
 def test_the_hardened_floors_children_are_hardened_as_rewardpipes(tmp_path):
+    # (a name of this test's own: /var/tmp is the host's, shared with the suite's other process and other runs)
+    outside = f"/var/tmp/rp-floor-probe-{secrets.token_hex(6)}"
     probes = [
         # seccomp: no socket at all for the model's code
         ("import socket\ndef f():\n    return socket.socket().fileno()\n", ">= 0"),
@@ -54,12 +58,16 @@ def test_the_hardened_floors_children_are_hardened_as_rewardpipes(tmp_path):
         # no new processes
         ("import os\ndef f():\n    return os.fork() >= 0\n", "is True"),
         # Landlock: nothing written outside its own directory
-        ("def f():\n    open('/var/tmp/rp-floor-probe', 'w').close()\n    return 1\n", "== 1"),
+        (f"def f():\n    open({outside!r}, 'w').close()\n    return 1\n", "== 1"),
         # rlimits: the address space is bounded (2 GiB by default), so 8 GiB cannot be had
         ("def f():\n    return len(bytearray(8 << 30))\n", "> 0"),
     ]
-    assert _run(tmp_path, probes) == 0
-    assert not os.path.exists("/var/tmp/rp-floor-probe")
+    try:
+        assert _run(tmp_path, probes) == 0
+        assert not os.path.exists(outside)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(outside)
 
 
 def test_each_job_of_the_hardened_floor_runs_in_a_fresh_process(tmp_path):

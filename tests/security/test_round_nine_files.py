@@ -9,9 +9,11 @@ change or remove any file (the ``files`` layer: EROFS from seccomp), its own dir
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -41,7 +43,8 @@ def _lambda_like(*disable: str):
     return executor
 
 
-LEFT_BEHIND = ("/tmp/rp-answers", "/dev/shm/rp-answers", "/var/tmp/rp-answers", "/tmp/rp-inprocess")
+# The host-wide places a job of Lambda's mode could write (its /tmp, /dev/shm and /var/tmp are this host's).
+HOST_PLACES = ("/tmp", "/dev/shm", "/var/tmp")
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +52,18 @@ def lambda_mode():
     executor = _lambda_like()
     yield executor
     executor.close()
-    for path in LEFT_BEHIND:  # what a regression would leave: never a later run's starting state
-        if os.path.exists(path):
-            os.unlink(path)
+
+
+@pytest.fixture
+def own_name():
+    """A file name of the calling test's own for what its jobs try to write in the host-wide places: those are shared
+    with the suite's other xdist process and other checkouts' runs, whose files of a fixed name (or their removal)
+    would meet this test's. What a regression left there is removed afterwards: never a later run's starting state."""
+    name = f"rp-nine-{secrets.token_hex(6)}"
+    yield name
+    for place in HOST_PLACES:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(place, name))
 
 
 @pytest.fixture
@@ -97,7 +109,7 @@ WRITES_DOWN_ITS_INPUT = textwrap.dedent("""
     def add(a, b):
         for place in ("/tmp", "/dev/shm", "/var/tmp", os.environ.get("HOME", "."), os.getcwd(), "{base}"):
             try:
-                with open(os.path.join(place, "rp-answers"), "a") as handle:
+                with open(os.path.join(place, "{name}"), "a") as handle:
                     handle.write(f"{{a}} {{b}}\\n")
             except OSError:
                 pass
@@ -108,7 +120,7 @@ READS_THE_ANSWERS = textwrap.dedent("""
     def add(a, b):
         for place in ("/tmp", "/dev/shm", "/var/tmp", "{base}"):
             try:
-                with open(os.path.join(place, "rp-answers")) as handle:
+                with open(os.path.join(place, "{name}")) as handle:
                     if handle.read():
                         return a + b  # what a table of earlier rollouts' answers would give
             except OSError:
@@ -117,13 +129,13 @@ READS_THE_ANSWERS = textwrap.dedent("""
 """)
 
 
-def test_a_file_one_job_writes_never_reaches_a_later_one(lambda_mode, planted):
-    writer = lambda_mode.run(job(WRITES_DOWN_ITS_INPUT.format(base=planted)))
+def test_a_file_one_job_writes_never_reaches_a_later_one(lambda_mode, planted, own_name):
+    writer = lambda_mode.run(job(WRITES_DOWN_ITS_INPUT.format(base=planted, name=own_name)))
     assert_failed(writer)
-    reader = lambda_mode.run(job(READS_THE_ANSWERS.format(base=planted)))
+    reader = lambda_mode.run(job(READS_THE_ANSWERS.format(base=planted, name=own_name)))
     assert_failed(reader)  # it passed before: every one of its answers came from the file
-    for path in [*LEFT_BEHIND[:3], os.path.join(planted, "rp-answers")]:
-        assert not os.path.exists(path), path
+    for place in (*HOST_PLACES, planted):
+        assert not os.path.exists(os.path.join(place, own_name)), place
 
 
 # --- every way to change the file system ------------------------------------------------------------------
@@ -321,13 +333,14 @@ def test_every_call_that_changes_a_file_is_known_on_both_architectures():
     }  # fmt: skip
 
 
-def test_inprocess_mode_is_read_only_there_too(lambda_mode):
+def test_inprocess_mode_is_read_only_there_too(lambda_mode, own_name):
     """The fallback runs the tests beside the model's code in the same hardened child: the same filter. (Its
     static screen refuses the name ``open``, not a write through pathlib.)"""
-    code = "import pathlib\ndef add(a, b):\n    pathlib.Path('/tmp/rp-inprocess').write_text('1')\n    return a + b\n"
+    path = f"/tmp/{own_name}"
+    code = f"import pathlib\ndef add(a, b):\n    pathlib.Path({path!r}).write_text('1')\n    return a + b\n"
     result = lambda_mode.run(ExecutionJob(**{**job(code).model_dump(), "trust_mode": "inprocess"}))
     assert result.status is ExecutionStatus.FAILED and "Read-only file system" in result.reason, result.reason
-    assert not os.path.exists("/tmp/rp-inprocess")
+    assert not os.path.exists(path)
 
 
 def test_a_refused_write_is_still_the_models_failure_and_the_reason_says_why(lambda_mode, executor):

@@ -13,6 +13,7 @@ refused; one naming every process of the uid is made for their own process group
 from __future__ import annotations
 
 import os
+import secrets
 
 import pytest
 
@@ -187,8 +188,13 @@ def test_a_call_past_the_runners_python_checks_is_refused_by_the_kernel(worker, 
     _passes(worker, FORK_SERVER_NICE + LIBC + call + "\n" + UNTOUCHED)
 
 
-SYSV_KEY = 0x52503337
 SHMGET = "shmget = ctypes.CDLL(None, use_errno=True).shmget\n"
+
+
+def own_sysv_key() -> int:
+    """A SysV key of the calling test's own (never IPC_PRIVATE's 0): a fixed one is the same for every process that
+    uses it, on this host (the suite's other xdist process, another checkout's run) whenever a namespace is shared."""
+    return 1 + secrets.randbelow(0x7FFFFFFE)
 
 
 def test_a_sysv_segment_the_tests_make_is_gone_for_the_next_job(worker):
@@ -196,10 +202,9 @@ def test_a_sysv_segment_the_tests_make_is_gone_for_the_next_job(worker):
     # later task's tests found the key taken. (On Lambda the runner shares the host's IPC namespace: not removed.)
     if not worker.isolation()["seccomp"].startswith("on") or worker.mode != "full":
         pytest.skip("needs the worker's own IPC namespace")
-    make = f"import ctypes\n{SHMGET}assert shmget({SYSV_KEY}, 4096, 0o1600) >= 0, ctypes.get_errno()\n"
-    find = (
-        f"import ctypes, errno\n{SHMGET}assert shmget({SYSV_KEY}, 0, 0) == -1 and ctypes.get_errno() == errno.ENOENT\n"
-    )
+    key = own_sysv_key()
+    make = f"import ctypes\n{SHMGET}assert shmget({key}, 4096, 0o1600) >= 0, ctypes.get_errno()\n"
+    find = f"import ctypes, errno\n{SHMGET}assert shmget({key}, 0, 0) == -1 and ctypes.get_errno() == errno.ENOENT\n"
     first = thirtyone._run(worker, "first", IDENTITY, make + HEADER + BODY, entry_point="f")
     assert first.status is ExecutionStatus.PASSED, (first.status, first.reason)
     second = thirtyone._run(worker, "second", IDENTITY, find + HEADER + BODY, entry_point="f")

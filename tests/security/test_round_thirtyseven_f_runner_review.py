@@ -12,7 +12,7 @@ import ctypes
 
 import pytest
 
-from tests.security.test_round_thirtyseven_d_runner_reach import _passes, worker  # noqa: F401
+from tests.security.test_round_thirtyseven_d_runner_reach import _passes, own_sysv_key, worker  # noqa: F401
 
 SHAPES = {
     "subprocess": (
@@ -104,29 +104,31 @@ def test_a_legitimate_test_shape_leaves_a_right_answer_passed(worker, shape):  #
 
 
 # A SysV segment of a fixed key made exclusively: a task's tests that made one (and did not remove it) leave nothing
-# that makes the same tests of a later task fail; and the host's own SysV objects are never touched.
+# that makes the same tests of a later task fail; and the host's own SysV objects are never touched. (The key is the
+# test's own: on Lambda's mode the segment is in this host's namespace, shared with the suite's other process.)
 SYSV_SEGMENT = (
     "import ctypes\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"
     "libc.shmget.argtypes = (ctypes.c_int, ctypes.c_size_t, ctypes.c_int)\n"
-    "assert libc.shmget(0x52503337, 4096, 0o1000 | 0o2000 | 0o600) >= 0, ('key taken', ctypes.get_errno())\n"
+    "assert libc.shmget({key}, 4096, 0o1000 | 0o2000 | 0o600) >= 0, ('key taken', ctypes.get_errno())\n"
 )
 
 
-def _remove_the_segment() -> None:
+def _remove_the_segment(key: int) -> None:
     """Where the worker shares this host's IPC namespace (a fork server that is not root), the segment is the host's."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.shmget.argtypes = (ctypes.c_int, ctypes.c_size_t, ctypes.c_int)
-    ident = libc.shmget(0x52503337, 0, 0)
+    ident = libc.shmget(key, 0, 0)
     if ident >= 0:
         libc.shmctl(ident, 0, None)  # IPC_RMID
 
 
 def test_a_sysv_segment_of_the_tests_outlives_no_job(worker, request):  # noqa: F811
-    request.addfinalizer(_remove_the_segment)
+    key = own_sysv_key()
+    request.addfinalizer(lambda: _remove_the_segment(key))
     if worker.mode == "lambda":
         # Found, not fixed (round thirty-seven second review): a fork server that is not root shares the host's IPC
         # namespace, so nothing removes what the tests made (removing by uid would take another worker's live objects).
         request.applymarker(pytest.mark.xfail(strict=True, reason="no private IPC namespace without root"))
-    _passes(worker, SYSV_SEGMENT)
-    _passes(worker, SYSV_SEGMENT)
+    _passes(worker, SYSV_SEGMENT.format(key=key))
+    _passes(worker, SYSV_SEGMENT.format(key=key))

@@ -26,6 +26,7 @@ runner now creates what the tests make as its own uid's alone (umask 077), where
 from __future__ import annotations
 
 import os
+import secrets
 
 import pytest
 
@@ -174,7 +175,7 @@ def own_uid_unconfined():
 
 
 def test_a_file_the_tests_write_at_an_absolute_path_is_not_the_models_to_read(own_uid_unconfined):
-    path = f"/tmp/rp-thirtysix-b-{os.getpid()}.json"
+    path = f"/tmp/rp-thirtysix-b-{secrets.token_hex(6)}.json"  # (the host's /tmp: a name of this test's own)
     tests = WRITES_THE_ANSWER.format(path=path)
     try:
         wrong = thirtyone._run(own_uid_unconfined, "reader", READS_THE_TESTS_FILE.format(path=path), tests, "f")

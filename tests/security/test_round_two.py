@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
+import tempfile
 import textwrap
 import threading
 import time
@@ -147,8 +149,8 @@ UNIX_CLIENT = WRONG_ADD + textwrap.dedent("""
 @pytest.fixture
 def host_unix_socket():
     """A world-writable socket in a world-accessible directory, as Docker, D-Bus or a database make."""
-    directory = f"/tmp/rewardpipe-host-sock-{os.getpid()}"
-    os.makedirs(directory, exist_ok=True)
+    # (a directory of its own: a pid's name was met again by a later process of that pid after a run that crashed)
+    directory = tempfile.mkdtemp(prefix="rewardpipe-host-sock-", dir="/tmp")
     os.chmod(directory, 0o777)
     path = os.path.join(directory, "service.sock")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -192,7 +194,7 @@ def test_host_unix_socket_is_unreachable(host_unix_socket, disabled):
 
 def test_private_mount_namespace_hides_host_tmp_and_run(executor):
     require_layer(executor, "mountns")
-    marker = f"/tmp/rewardpipe-visible-{os.getpid()}"
+    marker = f"/tmp/rewardpipe-visible-{secrets.token_hex(6)}"
     open(marker, "w").close()
     try:
         code = WRONG_ADD + (
