@@ -12,9 +12,11 @@ Here the test process stands in for the other job: it holds or probes the same f
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import mmap
+import os
 import platform
 import struct
 import subprocess
@@ -26,6 +28,7 @@ import pytest
 
 from rewardpipe.execution import ExecutionStatus
 from rewardpipe.execution.runtime import layers
+from tests.execution.test_fork_server_lifecycle import _descendants
 from tests.infra.test_graviton import _answer, _run_filter
 from tests.security.conftest import assert_failed, job
 from tests.security.test_round_nine_files import _lambda_like
@@ -112,8 +115,9 @@ HOLDS_EVERY_KIND_OF_LOCK = textwrap.dedent("""
 """).format(ofd_setlk=_F_OFD_SETLK, flock=_FLOCK)
 
 
-def _locks_seen(path: str) -> set[str]:
-    """Which locks on ``path`` this process finds held by someone else."""
+def _locks_seen(path: str, executor) -> set[str]:
+    """Which locks on ``path`` this process finds held by someone else: by one of ``executor``'s processes (see
+    _held_by)."""
     seen = set()
     with open(path, "rb") as handle:
         try:
@@ -126,12 +130,39 @@ def _locks_seen(path: str) -> set[str]:
             seen.add("posix")
         if struct.unpack(_FLOCK, fcntl.fcntl(handle, _F_OFD_GETLK, wanted))[0] != fcntl.F_UNLCK:
             seen.add("ofd")
+    if seen:
+        seen &= _held_by(executor, path)
     return seen
+
+
+_LOCK_KINDS = {"FLOCK": "flock", "POSIX": "posix", "OFDLCK": "ofd"}
+
+
+def _held_by(executor, path: str) -> set[str]:
+    """The kinds of lock on ``path`` that a process of ``executor`` (a fork server or anything under it: runner, job)
+    holds, from each descriptor's fdinfo. The stdlib file is this machine's: another checkout's run of this module
+    (its probe's own LOCK_EX, the lock its test above holds) takes real locks on it at any moment, which the probe
+    alone took for the job's (a flake on a machine shared by several runs; xdist_group orders one run only)."""
+    target = os.stat(path)
+    servers = {w.process.pid for w in executor._workers if hasattr(w, "process")}
+    tree = servers.union(*map(_descendants, servers))
+    held = set()
+    for pid in tree:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    opened = os.stat(f"/proc/{pid}/fd/{fd}")
+                    if (opened.st_dev, opened.st_ino) != (target.st_dev, target.st_ino):
+                        continue
+                    with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                        lines = [line.split() for line in info if line.startswith("lock:")]
+                    held |= {_LOCK_KINDS.get(line[2], line[2]) for line in lines if len(line) > 2}
+    return held
 
 
 def test_a_lock_a_job_takes_is_never_seen_by_another_process(side_by_side):
     path = _stdlib_file(side_by_side)
-    result, seen = _while_running(side_by_side, HOLDS_EVERY_KIND_OF_LOCK, lambda: _locks_seen(path))
+    result, seen = _while_running(side_by_side, HOLDS_EVERY_KIND_OF_LOCK, lambda: _locks_seen(path, side_by_side))
     assert result.status is ExecutionStatus.PASSED, result.reason  # taking the locks raised nothing
     assert len(seen) > 10  # looked all along the job
     assert set().union(*seen) == set()  # flock, POSIX and OFD locks were each seen before
