@@ -42,7 +42,9 @@ def test_a_hash_flooded_set_costs_the_model_its_deadline_not_the_scorer(executor
     result = executor.run(job(code, timeout_s=2.0))
     assert result.status in (ExecutionStatus.TIMEOUT, ExecutionStatus.FAILED), (result.status, result.reason)
     assert result.passed == 0
-    assert time.monotonic() - started < 2.0 + 5.0  # the deadline plus the runner's grace, not the quadratic cost
+    # The deadline plus the runner's grace, not the quadratic cost (hours): bounded generously, a loaded machine's
+    # fresh runner and scheduling delays are no part of what is tested (the 7 s this said before was its margin).
+    assert time.monotonic() - started < 2.0 + 30
     assert_scorer_survives(executor)
 
 
