@@ -9,6 +9,7 @@ error. And a process the tests started outlived a fork server the scorer killed 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import threading
 import time
@@ -46,10 +47,14 @@ def test_a_priority_the_tests_set_on_their_own_process_group_is_theirs(worker, c
 # deadline, a pool closed mid-job), which no longer holds the runner's: the runner died of its parent's death, but a
 # process its tests had started lived on, outside any cgroup (the first runner is forked before the fork server joins
 # its job cgroup), and acted after the job, the fork server and the worker were gone.
-_MARK = "373.7"  # how long the tests' process sleeps: found by it in /proc
+def _own_mark() -> str:
+    """How long the tests' process sleeps (373 s and a fraction of the test's own): found by it in /proc. A fixed one
+    was the same for this test's other mode on the suite's other xdist process at the same time (and another
+    checkout's run): that sleeper was taken for this one's, and this test's clean-up killed it."""
+    return f"373.{secrets.randbelow(10**6):06d}"
 
 
-def _sleepers() -> list[int]:
+def _sleepers(mark: str) -> list[int]:
     found = []
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -60,7 +65,7 @@ def _sleepers() -> list[int]:
                     state = file.read().rpartition(b")")[2].split()[0]
             except OSError:
                 continue
-            if arguments[:2] == [b"sleep", _MARK.encode()] and state != b"Z":
+            if arguments[:2] == [b"sleep", mark.encode()] and state != b"Z":
                 found.append(int(name))
     return found
 
@@ -77,17 +82,18 @@ def _wait_for(condition, seconds: float) -> bool:
 @pytest.mark.parametrize("mode", ["full", "lambda"])
 def test_a_process_the_tests_started_dies_with_a_fork_server_killed_mid_job(mode, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert not _sleepers()
+    mark = _own_mark()
+    assert not _sleepers(mark)
     executor = make_executor(workers=1) if mode == "full" else _lambda_like()
     try:
-        tests = f"import subprocess, time\nsubprocess.Popen(['sleep', '{_MARK}'])\ntime.sleep(15)\n" + HEADER + BODY
+        tests = f"import subprocess, time\nsubprocess.Popen(['sleep', '{mark}'])\ntime.sleep(15)\n" + HEADER + BODY
         job = threading.Thread(target=thirtyone._run, args=(executor, "hangs", IDENTITY, tests, "f"), daemon=True)
         job.start()
-        assert _wait_for(_sleepers, 15), "the tests' process never started"
+        assert _wait_for(lambda: _sleepers(mark), 60), "the tests' process never started"  # (60 s: a loaded host)
         (worker,) = executor._workers
         worker.kill()
-        assert _wait_for(lambda: not _sleepers(), 10), "the tests' process outlived its fork server"
+        assert _wait_for(lambda: not _sleepers(mark), 30), "the tests' process outlived its fork server"
     finally:
-        for pid in _sleepers():
+        for pid in _sleepers(mark):
             os.kill(pid, signal.SIGKILL)
         executor.close()
