@@ -188,9 +188,11 @@ def test_a_neighbours_turn_alone_does_not_take_a_stdio_jobs_time(lambda_host):  
 
 def test_a_job_holding_the_only_worker_does_not_take_a_stdio_jobs_time(one_worker):
     """Full isolation, two rollouts scored at once on one worker: the neighbour (a wrong answer that sleeps) took the
-    worker between the stdio job's cases. Before: the right program was a ``timeout`` after two cases."""
-    victim = ExecutionJob(code=SLOW_RIGHT_PROGRAM, tests=FOUR_CASES, tests_format="stdio", timeout_s=5.0)
-    neighbour = job("import time\ntime.sleep(2.5)\ndef add(a, b):\n    return 0\n", timeout_s=5.0)
+    worker between the stdio job's cases. Before: the right program was a ``timeout`` after two cases.
+    (Its four cases take 3.2 s of its 9 s, a wide margin for a loaded machine, the 5 s before left 1.8 s; the
+    neighbour's 7 s taken between them would still put it past its deadline.)"""
+    victim = ExecutionJob(code=SLOW_RIGHT_PROGRAM, tests=FOUR_CASES, tests_format="stdio", timeout_s=9.0)
+    neighbour = job("import time\ntime.sleep(7)\ndef add(a, b):\n    return 0\n", timeout_s=10.0)
     results = {}
     threads = [
         threading.Thread(target=lambda name=name, one=one: results.update({name: one_worker.run(one)}))
