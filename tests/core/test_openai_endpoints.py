@@ -124,11 +124,13 @@ def test_api_key_from_the_environment(chat_server, monkeypatch):
 
 
 def test_unreachable_endpoint_raises_endpoint_error():
+    # A port held bound but never listening refuses every connection, and no other process (the suite's other xdist
+    # process, another run's server on port 0) can take it meanwhile, as it could once the port was let go.
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(EndpointError, match="2 attempts"):
-        ChatClient(f"http://127.0.0.1:{port}", "m", max_retries=1, backoff_s=0, timeout_s=2).complete([])
+        with pytest.raises(EndpointError, match="2 attempts"):
+            ChatClient(f"http://127.0.0.1:{port}", "m", max_retries=1, backoff_s=0, timeout_s=2).complete([])
 
 
 @pytest.mark.parametrize("base_url, model", [("", "m"), ("http://x", "")])
