@@ -126,9 +126,7 @@ def _remove_the_segment(key: int) -> None:
 def test_a_sysv_segment_of_the_tests_outlives_no_job(worker, request):  # noqa: F811
     key = own_sysv_key()
     request.addfinalizer(lambda: _remove_the_segment(key))
-    if worker.mode == "lambda":
-        # Found, not fixed (round thirty-seven second review): a fork server that is not root shares the host's IPC
-        # namespace, so nothing removes what the tests made (removing by uid would take another worker's live objects).
-        request.applymarker(pytest.mark.xfail(strict=True, reason="no private IPC namespace without root"))
+    # (in Lambda mode, the host's IPC namespace: the fork server made it for the tests and removed it after the job,
+    # round thirty-eight)
     _passes(worker, SYSV_SEGMENT.format(key=key))
     _passes(worker, SYSV_SEGMENT.format(key=key))

@@ -181,13 +181,17 @@ def remove_ipc_objects() -> int:
         except OSError:
             continue
         for row in rows:
-            ident = int(row[1])  # key, id, ...
-            args: tuple[object, ...] = (ctypes.c_int(ident), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
-            if kind == "sem":
-                args = (ctypes.c_int(ident), ctypes.c_int(0), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
-            if _libc.syscall(number, *args) == 0:
+            if _remove_ipc_object(number, kind, int(row[1])):  # key, id, ...
                 removed += 1
     return removed
+
+
+def _remove_ipc_object(number: int, kind: str, ident: int) -> bool:
+    """IPC_RMID one SysV object (``number``: the kind's ctl call); whether it was there to remove."""
+    args: tuple[object, ...] = (ctypes.c_int(ident), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
+    if kind == "sem":
+        args = (ctypes.c_int(ident), ctypes.c_int(0), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
+    return _libc.syscall(number, *args) == 0
 
 
 # --- mount namespace and per-job tmpfs -----------------------------------------------------------------
@@ -1601,9 +1605,41 @@ def _block_keep_from(selectors: tuple[int, int, int], server: int, group: int) -
     ]
 
 
-def runner_reach_filter(arch: str, server: int, group: int) -> bytes:
+# What the hidden tests make in SysV IPC outlives their job unless something removes it (round thirty-eight). With an
+# IPC namespace of the worker's own (the fork server root) the fork server empties it after each job; without one
+# (Lambda, Fargate: the host's, shared with every other worker of the uid) nothing there tells the tests' objects from
+# another worker's, so the runner's filter hands each creation to the fork server (a seccomp user notification), which
+# makes the object itself and removes it after the job ("supervised"); where the kernel has no user notifications
+# (before 5.0) creation is refused ("refused"). A POSIX message queue has no id to hand back: creating one is refused
+# in every mode (the fork server does not empty queues, in its own namespace either). Opening what exists is allowed.
+SYSV_MAKERS = {
+    "x86_64": {"shm": (29, 2), "sem": (64, 2), "msg": (68, 1)},  # kind: (the get call, its flags argument)
+    "aarch64": {"shm": (194, 2), "sem": (190, 2), "msg": (186, 1)},
+}
+_MQ_OPEN = {"x86_64": 240, "aarch64": 180}
+_IPC_PRIVATE = 0
+_IPC_CREAT = 0o1000
+_IPC_EXCL = 0o2000
+_RET_USER_NOTIF = 0x7FC00000
+
+
+def _block_on_creation(flags_arg: int, answer: int) -> list:
+    """A SysV get call: ``answer`` when it makes an object (IPC_PRIVATE, or IPC_CREAT), else allow."""
+    return [
+        (_LD_ABS_W, 0, 0, _arg(0)),
+        (_JEQ, 2, 0, _IPC_PRIVATE),  # -> answer
+        (_LD_ABS_W, 0, 0, _arg(flags_arg)),
+        (_JSET, 0, 1, _IPC_CREAT),
+        (_RET, 0, 0, answer),
+        (_RET, 0, 0, _RET_ALLOW),
+    ]
+
+
+def runner_reach_filter(arch: str, server: int, group: int, sysv: str = "own namespace") -> bytes:
     """The trusted runner's seccomp program (see _PRIO_SELECTORS): ``server`` its fork server's pid, ``group`` that
-    one's process group; everything else allowed."""
+    one's process group; ``sysv`` what becomes of a SysV object's creation (see SYSV_MAKERS): "own namespace"
+    (allowed), "supervised" (a user notification: load with load_seccomp_listener) or "refused"; everything else
+    allowed."""
     refused = _errno(errno.EPERM)
     which_who = _WHICH_WHO[arch]
     rules: list[tuple[int, list]] = [
@@ -1614,6 +1650,10 @@ def runner_reach_filter(arch: str, server: int, group: int) -> bytes:
     )
     rules += [(number, _block_refuse_values(0, {server}, refused)) for number in _AT_ONE_PROCESS[arch].values()]
     rules.append((_PTRACE[arch], _block_refuse_values(1, {server}, refused)))
+    rules.append((_MQ_OPEN[arch], _block_refuse_flag(1, os.O_CREAT, refused)))
+    if sysv != "own namespace":
+        answer = {"supervised": _RET_USER_NOTIF, "refused": refused}[sysv]
+        rules += [(number, _block_on_creation(flags, answer)) for number, flags in SYSV_MAKERS[arch].values()]
     prog: list[tuple] = [
         (_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
         (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
@@ -1636,6 +1676,109 @@ def load_seccomp(program: bytes) -> None:
     fprog = _sock_fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
     if _prctl_pointer(PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"seccomp filter rejected: {_errno_text()}")
+
+
+_SECCOMP_CALL = {"x86_64": 317, "aarch64": 277}
+_SECCOMP_SET_MODE_FILTER = 1
+_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+
+
+def load_seccomp_listener(arch: str, program: bytes) -> int:
+    """Load ``program`` (one that answers some calls with a user notification) and return the listener's fd."""
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = _sock_fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    fd = _libc.syscall(
+        _SECCOMP_CALL[arch], _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_NEW_LISTENER, ctypes.byref(fprog)
+    )
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), f"seccomp filter with a listener rejected: {_errno_text()}")
+    return int(fd)
+
+
+class _SeccompNotif(ctypes.Structure):
+    _fields_ = [
+        ("id", ctypes.c_uint64),
+        ("pid", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("nr", ctypes.c_int32),
+        ("arch", ctypes.c_uint32),
+        ("instruction_pointer", ctypes.c_uint64),
+        ("args", ctypes.c_uint64 * 6),
+    ]
+
+
+class _SeccompNotifResp(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint64), ("val", ctypes.c_int64), ("error", ctypes.c_int32), ("flags", ctypes.c_uint32)]
+
+
+_SECCOMP_IOCTL_NOTIF_RECV = 0xC0000000 | (ctypes.sizeof(_SeccompNotif) << 16) | (ord("!") << 8) | 0
+_SECCOMP_IOCTL_NOTIF_SEND = 0xC0000000 | (ctypes.sizeof(_SeccompNotifResp) << 16) | (ord("!") << 8) | 1
+
+
+class SysvSupervisor:
+    """The fork server's side of a runner filter with ``sysv="supervised"``: each SysV object the runner's processes
+    create is made here, in the same (host's) IPC namespace and as the same uid, and its id handed back as the call's
+    result; the objects made for a job are removed after it (remove_made). Only creation is handed over, and its
+    arguments are plain numbers (nothing read from the caller's memory, so nothing it can change after the check)."""
+
+    def __init__(self, arch: str, listener: int):
+        self.listener = listener
+        self._kinds = {number: (kind, flags) for kind, (number, flags) in SYSV_MAKERS[arch].items()}
+        self._ctl = _SYS_IPC_CTL[arch]
+        self.made: list[tuple[str, int]] = []
+
+    def fileno(self) -> int:
+        return self.listener
+
+    def answer(self) -> None:
+        """Answer one pending creation (the listener polled readable)."""
+        notif = _SeccompNotif()
+        if _libc.ioctl(self.listener, ctypes.c_ulong(_SECCOMP_IOCTL_NOTIF_RECV), ctypes.byref(notif)) != 0:
+            return  # (the caller died before it was read: ENOENT)
+        kind, flags_arg = self._kinds.get(notif.nr, ("", 0))
+        value, error = self._make(notif.nr, kind, list(notif.args), flags_arg) if kind else (-1, errno.ENOSYS)
+        response = _SeccompNotifResp(id=notif.id, val=value if error == 0 else 0, error=-error, flags=0)
+        # (a caller gone by now: the object made for it is removed with the job's others all the same)
+        _libc.ioctl(self.listener, ctypes.c_ulong(_SECCOMP_IOCTL_NOTIF_SEND), ctypes.byref(response))
+
+    def _make(self, number: int, kind: str, args: list[int], flags_arg: int) -> tuple[int, int]:
+        """(the id, 0) or (-1, errno). An existing object of the key is opened, never recorded as made: removing it
+        after the job would take another worker's (or the host's) live object."""
+        flags = args[flags_arg] & 0xFFFFFFFF
+        key = ctypes.c_int(args[0] & 0xFFFFFFFF).value
+        for _ in range(3):  # (made exclusively, else opened: an object removed in between is made again)
+            make = key == _IPC_PRIVATE or bool(flags & _IPC_EXCL)
+            ident, error = self._call(number, kind, args, flags | (0 if make else _IPC_EXCL))
+            if ident >= 0:
+                self.made.append((kind, ident))
+                return ident, 0
+            if make or error != errno.EEXIST:
+                return -1, error
+            ident, error = self._call(number, kind, args, flags & ~_IPC_CREAT)
+            if ident >= 0 or error != errno.ENOENT:
+                return ident, error
+        return -1, errno.EAGAIN
+
+    @staticmethod
+    def _call(number: int, kind: str, args: list[int], flags: int) -> tuple[int, int]:
+        key = ctypes.c_int(args[0] & 0xFFFFFFFF)
+        if kind == "msg":
+            result = _libc.syscall(number, key, ctypes.c_int(flags))
+        else:  # shmget(key, size, flags), semget(key, nsems, flags)
+            middle = ctypes.c_size_t(args[1]) if kind == "shm" else ctypes.c_int(args[1] & 0xFFFFFFFF)
+            result = _libc.syscall(number, key, middle, ctypes.c_int(flags))
+        return (int(result), 0) if result >= 0 else (-1, ctypes.get_errno())
+
+    def remove_made(self) -> int:
+        """Remove what was made for the job (those its tests removed themselves are gone already); the count."""
+        removed = sum(_remove_ipc_object(self._ctl[kind], kind, ident) for kind, ident in self.made)
+        self.made.clear()
+        return removed
+
+    def close(self) -> None:
+        self.remove_made()
+        with contextlib.suppress(OSError):
+            os.close(self.listener)
 
 
 # --- cgroups ------------------------------------------------------------------------------------------
