@@ -13,12 +13,21 @@ seccomp filter, so that ``ctypes`` and the processes the tests start are held as
 from __future__ import annotations
 
 import ctypes
+import os
 
 import pytest
 
-from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.sandbox import make_executor
 from tests.security import test_round_thirtyone_sandbox as thirtyone
-from tests.security.test_round_thirtyseven_d_runner_reach import OWN_UID, _passes, worker  # noqa: F401
+from tests.security.test_round_thirtyseven_d_runner_reach import (  # noqa: F401
+    BODY,
+    HEADER,
+    IDENTITY,
+    OWN_UID,
+    _passes,
+    worker,
+)
 
 LIBC = "import ctypes, errno, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
 
@@ -159,3 +168,90 @@ def test_the_models_own_process_may_not_make_a_sysv_object(worker):  # noqa: F81
     tests += "        self.assertIn(error, (errno.EPERM, errno.ENOSYS))\n"
     result = thirtyone._run(worker, "model", code, tests, entry_point="f")
     assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+# --- 2. another worker's processes, by explicit pid ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory):
+    """Lambda mode with two workers: every fork server, runner and rollout of both is OWN_UID's."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start the fork servers as another uid")
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("scorer"))
+    executor = make_executor(workers=2, server_uid=OWN_UID, disable=frozenset({"landlock"}))
+    try:
+        if not executor.isolation()["seccomp"].startswith("on"):
+            pytest.skip("seccomp is unavailable")
+        # (both fork servers, and their runners, up before the test's jobs: two slow ones side by side)
+        sleeper = "import time\ntime.sleep(1)\n" + HEADER + BODY
+        jobs = [ExecutionJob(id=f"warm-{n}", code=IDENTITY, tests=sleeper, entry_point="f") for n in range(2)]
+        assert [r.status for r in executor.run_batch(jobs, workers=2)] == [ExecutionStatus.PASSED] * 2
+        yield executor
+    finally:
+        executor.close()
+        os.chdir(before)
+
+
+# The hidden tests find the other workers' runners (and their fork servers, the runners' parents) in /proc, where the
+# uid's processes are all readable without a pid namespace, and aim harmless calls at them: SIGCONT, their own nice, CPUs,
+# scheduling and limits set again. Each must be refused (EPERM), from the runner by ctypes and from a process the tests
+# start; a process of their own stays theirs.
+FIND_THE_OTHER_WORKER = LIBC + (
+    "import signal, subprocess, sys\n"
+    "def stat(pid):\n"
+    "    with open(f'/proc/{pid}/stat', 'rb') as handle:\n"
+    "        return handle.read().rsplit(b')', 1)[1].split()\n"
+    "def comm(pid):\n"
+    "    with open(f'/proc/{pid}/comm') as handle:\n"
+    "        return handle.read().strip()\n"
+    "scorer = int(stat(os.getppid())[1])\n"
+    "others = []\n"
+    "for name in os.listdir('/proc'):\n"
+    "    try:\n"  # (a runner of this executor's other fork server: the same scorer's)
+    "        if name.isdigit() and int(name) != os.getpid() and comm(name) == 'rp-runner':\n"
+    "            if int(stat(int(stat(name)[1]))[1]) == scorer:\n"
+    "                others.append(int(name))\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "assert others, 'the other worker not found'\n"
+    "targets = [*others, *(int(stat(other)[1]) for other in others)]\n"
+    "assert os.getppid() not in targets\n"
+    "libc.prlimit.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)\n"
+    "limits = (ctypes.c_uint64 * 2)()\n"
+    "mask = (ctypes.c_uint64 * 16)()\n"
+    "param = ctypes.c_int(0)\n"
+    "def refused(name, result):\n"
+    "    assert result == -1 and ctypes.get_errno() == errno.EPERM, (name, target, result, ctypes.get_errno())\n"
+    "for target in targets:\n"
+    "    assert libc.sched_getaffinity(target, ctypes.sizeof(mask), mask) >= 0, ('read', ctypes.get_errno())\n"
+    "    refused('kill', libc.kill(target, signal.SIGCONT))\n"
+    "    refused('kill group', libc.kill(-int(stat(target)[2]), signal.SIGCONT))\n"
+    "    refused('tgkill', libc.syscall(234, target, target, signal.SIGCONT))\n"
+    "    refused('setpriority', libc.setpriority(0, target, os.getpriority(0, target)))\n"
+    "    refused('setpriority group', libc.setpriority(1, int(stat(target)[2]), 0))\n"
+    "    refused('prlimit', libc.prlimit(target, 7, None, limits))\n"
+    "    refused('affinity', libc.sched_setaffinity(target, ctypes.sizeof(mask), mask))\n"
+    "    refused('sched_setparam', libc.sched_setparam(target, ctypes.byref(param)))\n"
+    "    refused('ioprio_set', libc.syscall(251, 1, target, 0))\n"
+    "    refused('pidfd_open', libc.syscall(434, target, 0))\n"
+    "    ran = subprocess.run([sys.executable, '-c', f'import os, signal\\nos.kill({target}, signal.SIGCONT)'])\n"
+    "    assert ran.returncode == 1, ('a process the tests started signalled it', target)\n"
+    "mine = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+    "assert libc.kill(mine.pid, signal.SIGSTOP) == 0, ('stop', ctypes.get_errno())\n"
+    "assert libc.kill(mine.pid, signal.SIGCONT) == 0, ('cont', ctypes.get_errno())\n"
+    "assert libc.setpriority(0, mine.pid, os.getpriority(0, mine.pid)) == 0, ('nice', ctypes.get_errno())\n"
+    "assert libc.prlimit(mine.pid, 7, None, limits) == 0, ('limits', ctypes.get_errno())\n"
+    "assert libc.kill(-mine.pid, signal.SIGKILL) == 0, ('group', ctypes.get_errno())\n"
+    "assert mine.wait(timeout=30) == -signal.SIGKILL\n"
+    "own = f'import os, signal\\nos.kill({os.getpid()}, 0)\\nos.killpg(0, 0)'\n"
+    "child = subprocess.run([sys.executable, '-c', own])\n"
+    "assert child.returncode == 0, 'a process the tests started may signal the runner and its group'\n"
+)
+
+
+def test_the_tests_cannot_reach_another_workers_processes_by_pid(two_workers):
+    for attempt in range(2):  # (each worker once, at least: the jobs go to either)
+        result = thirtyone._run(two_workers, f"reach-{attempt}", IDENTITY, FIND_THE_OTHER_WORKER + HEADER + BODY, "f")
+        assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)

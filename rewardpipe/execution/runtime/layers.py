@@ -23,7 +23,7 @@ import stat
 import struct
 import sysconfig
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -1586,22 +1586,26 @@ _AT_ONE_PROCESS = {
     },
 }
 _PTRACE = {"x86_64": 101, "aarch64": 117}
+_SETPGID = {"x86_64": 109, "aarch64": 154}
 
 
-def _block_keep_from(selectors: tuple[int, int, int], server: int, group: int) -> list:
-    """setpriority/ioprio_set in the runner: never every process of a uid, nor the fork server or its group."""
+def _block_keep_from(selectors: tuple[int, int, int], server: int, group: int, runner: int, otherwise: int) -> list:
+    """setpriority/ioprio_set in the runner: never every process of a uid, nor the fork server or its group; the
+    runner itself, its group and the caller are allowed; any other process or group gets ``otherwise``."""
     process, by_group, user = selectors
+    refused = _errno(errno.EPERM)
+    own = {0, runner} if runner else set()
+    one = _block_by_value(1, [({server}, refused), (own, _RET_ALLOW)], otherwise)
+    many = _block_by_value(1, [({group}, refused), (own, _RET_ALLOW)], otherwise)
     return [
         (_LD_ABS_W, 0, 0, _arg(0)),
-        (_JEQ, 7, 0, user),  # -> EPERM
-        (_JEQ, 0, 2, process),
-        (_LD_ABS_W, 0, 0, _arg(1)),
-        (_JEQ, 4, 3, server),  # -> EPERM, else allow
-        (_JEQ, 0, 2, by_group),
-        (_LD_ABS_W, 0, 0, _arg(1)),
-        (_JEQ, 1, 0, group),
+        (_JEQ, 0, 1, user),
+        (_RET, 0, 0, refused),
+        (_JEQ, 0, len(one), process),
+        *one,
+        (_JEQ, 0, len(many), by_group),
+        *many,
         (_RET, 0, 0, _RET_ALLOW),
-        (_RET, 0, 0, _errno(errno.EPERM)),
     ]
 
 
@@ -1635,21 +1639,33 @@ def _block_on_creation(flags_arg: int, answer: int) -> list:
     ]
 
 
-def runner_reach_filter(arch: str, server: int, group: int, sysv: str = "own namespace") -> bytes:
+def runner_reach_filter(arch: str, server: int, group: int, sysv: str = "own namespace", runner: int = 0) -> bytes:
     """The trusted runner's seccomp program (see _PRIO_SELECTORS): ``server`` its fork server's pid, ``group`` that
     one's process group; ``sysv`` what becomes of a SysV object's creation (see SYSV_MAKERS): "own namespace"
-    (allowed), "supervised" (a user notification: load with load_seccomp_listener) or "refused"; everything else
-    allowed."""
+    (allowed), "supervised" (a user notification: load with load_seccomp_listener) or "refused". With ``runner`` (the
+    runner's pid, which leads its group), a call on any process or group but the runner's, its group's, the caller's
+    or the fork server's is a user notification too: the fork server allows it only for a process the tests started
+    (round thirty-eight; without it, as before, allowed). Everything else allowed."""
     refused = _errno(errno.EPERM)
+    other = _RET_USER_NOTIF if runner else _RET_ALLOW
+    own = {0, runner} if runner else set()
     which_who = _WHICH_WHO[arch]
     rules: list[tuple[int, list]] = [
-        (which_who[name][0], _block_keep_from(selectors, server, group)) for name, selectors in _PRIO_SELECTORS.items()
+        (which_who[name][0], _block_keep_from(selectors, server, group, runner, other))
+        for name, selectors in _PRIO_SELECTORS.items()
     ]
+    everyone = {0xFFFFFFFF, server, -group & 0xFFFFFFFF}
+    own_group = {-runner & 0xFFFFFFFF} if runner else set()
     rules.append(
-        (_SIGNAL_SENDERS[arch]["kill"], _block_refuse_values(0, {0xFFFFFFFF, server, -group & 0xFFFFFFFF}, refused))
+        (_SIGNAL_SENDERS[arch]["kill"], _block_by_value(0, [(everyone, refused), (own | own_group, _RET_ALLOW)], other))
     )
-    rules += [(number, _block_refuse_values(0, {server}, refused)) for number in _AT_ONE_PROCESS[arch].values()]
-    rules.append((_PTRACE[arch], _block_refuse_values(1, {server}, refused)))
+    rules += [
+        (number, _block_by_value(0, [({server}, refused), (own, _RET_ALLOW)], other))
+        for number in _AT_ONE_PROCESS[arch].values()
+    ]
+    rules.append((_PTRACE[arch], _block_by_value(1, [({server}, refused), (own, _RET_ALLOW)], other)))
+    if runner:  # (into a group outside the job, "its own group" would be another's: setpgid(pid, group))
+        rules.append((_SETPGID[arch], _block_by_value(1, [(own, _RET_ALLOW)], _RET_USER_NOTIF)))
     rules.append((_MQ_OPEN[arch], _block_refuse_flag(1, os.O_CREAT, refused)))
     if sysv != "own namespace":
         answer = {"supervised": _RET_USER_NOTIF, "refused": refused}[sysv]
@@ -1713,33 +1729,57 @@ class _SeccompNotifResp(ctypes.Structure):
 
 _SECCOMP_IOCTL_NOTIF_RECV = 0xC0000000 | (ctypes.sizeof(_SeccompNotif) << 16) | (ord("!") << 8) | 0
 _SECCOMP_IOCTL_NOTIF_SEND = 0xC0000000 | (ctypes.sizeof(_SeccompNotifResp) << 16) | (ord("!") << 8) | 1
+_SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1
 
 
-class SysvSupervisor:
-    """The fork server's side of a runner filter with ``sysv="supervised"``: each SysV object the runner's processes
-    create is made here, in the same (host's) IPC namespace and as the same uid, and its id handed back as the call's
-    result; the objects made for a job are removed after it (remove_made). Only creation is handed over, and its
-    arguments are plain numbers (nothing read from the caller's memory, so nothing it can change after the check)."""
+class RunnerSupervisor:
+    """The fork server's side of a runner filter loaded with a listener (load_seccomp_listener): it answers the user
+    notifications of the runner's processes, the runner and every process its tests start.
 
-    def __init__(self, arch: str, listener: int):
+    * A SysV object's creation (``sysv="supervised"``): the object is made here, in the same (host's) IPC namespace and
+      as the same uid, and its id handed back as the call's result; those made for a job are removed after it
+      (remove_made).
+    * A call on a process or group by number (``runner=``): let through only when it names a process the tests started
+      (descended from the runner, or in its group: started_by, the rule of the runner's own Python-level checks), else
+      EPERM. The kernel makes the call itself after the check; a process that died in between and whose pid was taken
+      by another at once is the one race left.
+
+    Arguments are plain numbers: nothing is read from the caller's memory, which it could change after the check."""
+
+    def __init__(self, arch: str, listener: int, runner: int):
         self.listener = listener
+        self.runner = runner
         self._kinds = {number: (kind, flags) for kind, (number, flags) in SYSV_MAKERS[arch].items()}
         self._ctl = _SYS_IPC_CTL[arch]
+        self._targets = _supervised_targets(arch)
         self.made: list[tuple[str, int]] = []
 
     def fileno(self) -> int:
         return self.listener
 
     def answer(self) -> None:
-        """Answer one pending creation (the listener polled readable)."""
+        """Answer one pending notification (the listener polled readable)."""
         notif = _SeccompNotif()
         if _libc.ioctl(self.listener, ctypes.c_ulong(_SECCOMP_IOCTL_NOTIF_RECV), ctypes.byref(notif)) != 0:
             return  # (the caller died before it was read: ENOENT)
-        kind, flags_arg = self._kinds.get(notif.nr, ("", 0))
-        value, error = self._make(notif.nr, kind, list(notif.args), flags_arg) if kind else (-1, errno.ENOSYS)
-        response = _SeccompNotifResp(id=notif.id, val=value if error == 0 else 0, error=-error, flags=0)
-        # (a caller gone by now: the object made for it is removed with the job's others all the same)
+        args = list(notif.args)
+        response = _SeccompNotifResp(id=notif.id, val=0, error=-errno.EPERM, flags=0)
+        if notif.nr in self._kinds:
+            kind, flags_arg = self._kinds[notif.nr]
+            value, error = self._make(notif.nr, kind, args, flags_arg)
+            response.val, response.error = (value, 0) if error == 0 else (0, -error)
+        elif notif.nr in self._targets and self._within_the_job(self._targets[notif.nr](args), int(notif.pid)):
+            response.error, response.flags = 0, _SECCOMP_USER_NOTIF_FLAG_CONTINUE
+        # (a caller gone by now: an object made for it is removed with the job's others all the same)
         _libc.ioctl(self.listener, ctypes.c_ulong(_SECCOMP_IOCTL_NOTIF_SEND), ctypes.byref(response))
+
+    def _within_the_job(self, target: tuple[str, int], caller: int) -> bool:
+        what, number = target
+        if what == "user":  # (refused by the filter itself)
+            return False
+        if what == "group":
+            return number == self.runner or started_by(self.runner, number, caller) is True
+        return started_by(self.runner, number, caller) is not False  # (gone: the kernel answers ESRCH itself)
 
     def _make(self, number: int, kind: str, args: list[int], flags_arg: int) -> tuple[int, int]:
         """(the id, 0) or (-1, errno). An existing object of the key is opened, never recorded as made: removing it
@@ -1779,6 +1819,56 @@ class SysvSupervisor:
         self.remove_made()
         with contextlib.suppress(OSError):
             os.close(self.listener)
+
+
+def _pid_argument(index: int) -> Callable[[list[int]], tuple[str, int]]:
+    return lambda args: ("process", ctypes.c_int(args[index] & 0xFFFFFFFF).value)
+
+
+def _signal_target(args: list[int]) -> tuple[str, int]:
+    pid = ctypes.c_int(args[0] & 0xFFFFFFFF).value
+    return ("group", -pid) if pid < 0 else ("process", pid)
+
+
+def _supervised_targets(arch: str) -> dict[int, Callable[[list[int]], tuple[str, int]]]:
+    """Syscall number -> what its arguments name (see runner_reach_filter)."""
+    targets = {number: _pid_argument(0) for number in _AT_ONE_PROCESS[arch].values()}
+    targets[_SIGNAL_SENDERS[arch]["kill"]] = _signal_target
+    targets[_PTRACE[arch]] = _pid_argument(1)
+    targets[_SETPGID[arch]] = lambda args: ("group", ctypes.c_int(args[1] & 0xFFFFFFFF).value)
+    for name, (process, by_group, _) in _PRIO_SELECTORS.items():
+        selectors = {process: "process", by_group: "group"}
+        targets[_WHICH_WHO[arch][name][0]] = lambda args, s=selectors: (  # type: ignore[misc]
+            s.get(args[0] & 0xFFFFFFFF, "user"),
+            ctypes.c_int(args[1] & 0xFFFFFFFF).value,
+        )
+    return targets
+
+
+def started_by(runner: int, pid: int, caller: int = 0) -> bool | None:
+    """Whether ``pid`` is the trusted runner (``runner``), ``caller`` or a process its tests started: in the runner's
+    process group (it leads one), or descended from the runner (one that moved to a group or session of its own).
+    None if it is gone."""
+    for step in range(64):  # (a chain longer than that is no test's)
+        if pid in (runner, caller):
+            return True
+        read = parent_and_group(pid) if pid > 1 else None
+        if read is None:
+            return None if step == 0 else False
+        if read[1] == runner:
+            return True
+        pid = read[0]
+    return False
+
+
+def parent_and_group(pid: int) -> tuple[int, int] | None:
+    """``pid``'s parent and process group, read from procfs (None if it is gone)."""
+    try:
+        with open(f"{PROC}/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[2])
 
 
 # --- cgroups ------------------------------------------------------------------------------------------

@@ -2425,34 +2425,14 @@ _BEYOND_THE_JOB = (
 )
 
 
-def _parent_and_group(pid: int) -> tuple[int, int] | None:
-    """``pid``'s parent and process group, read from procfs (None if it is gone)."""
-    try:
-        with open(f"{layers.PROC}/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[1]), int(fields[2])
-
-
 # The runner's pid, which leads its process group (a process its tests forked, multiprocessing's, checks by it too).
 _RUNNER_PID = [0]
 
 
 def _started_by_the_job(pid: int) -> bool | None:
-    """Whether ``pid`` is the runner itself or a process its tests started: in the runner's process group (it leads
-    one), or descended from the runner (one that moved to a group or session of its own). None if it is gone."""
-    runner = _RUNNER_PID[0] or os.getpid()
-    for step in range(64):  # (a chain longer than that is no test's)
-        if pid in (runner, os.getpid()):
-            return True
-        read = _parent_and_group(pid) if pid > 1 else None
-        if read is None:
-            return None if step == 0 else False
-        if read[1] == runner:
-            return True
-        pid = read[0]
-    return False
+    """Whether ``pid`` is the runner itself or a process its tests started (layers.started_by: the fork server checks
+    the same for calls that reach the kernel past these checks). None if it is gone."""
+    return layers.started_by(_RUNNER_PID[0] or os.getpid(), pid, os.getpid())
 
 
 def _group_of_the_job(group: int) -> bool:

@@ -106,8 +106,8 @@ HOST_WATCH_INTERVAL_S = 0.01  # ... and how often the host file system's use is 
 HOST_SLACK_BYTES = 1 << 20
 HOST_SLACK_INODES = 16
 HOUSEKEEPER_NAME = "rp-housekeeper"
-# The runner's first message where the fork server makes the SysV objects its tests create (layers.SysvSupervisor).
-SYSV_LISTENER = b"sysv listener"
+# The runner's first message: its filter's listener, for the fork server's answers (layers.RunnerSupervisor).
+RUNNER_LISTENER = b"runner listener"
 RUNNER_NAME = "rp-runner"  # ps and profilers tell the trusted runner from the fork server and its children
 CHILD_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # plus HOME and TMPDIR: the job directory
 # Hardened children waiting for a job: forked in bursts, up to SPARES_HIGH whenever only SPARES_LOW are left.
@@ -1061,9 +1061,9 @@ class Zygote:
             # Nothing a job made in SysV IPC reaches the next one: the model's code where seccomp is off, the hidden
             # tests always (the runner has no such refusal; round thirty-seven, a segment they made outlived the job).
             layers.remove_ipc_objects()
-        elif self.runner_sysv is not None and self.runner_sysv.made:
+        elif self.runner_supervisor is not None and self.runner_supervisor.made:
             # In the host's namespace (no root): what was made for the tests of this job, and nothing else.
-            self.runner_sysv.remove_made()
+            self.runner_supervisor.remove_made()
         if len(self.spares) <= SPARES_LOW:
             # Born in the worker's cgroup (see enter_job_cgroup).
             self.spares.extend(self._fork_untrusted_burst(SPARES_HIGH - len(self.spares)))
@@ -1295,7 +1295,7 @@ class Zygote:
                 if self.seccomp_arch is not None:
                     listener = _keep_from_other_processes(self.seccomp_arch, self.pid, self.ipc_private)
                     if listener is not None:  # (read with the runner's first reply, _await_trusted_runner)
-                        socket.send_fds(theirs, [SYSV_LISTENER], [listener])
+                        socket.send_fds(theirs, [RUNNER_LISTENER], [listener])
                         os.close(listener)
                 if "rlimits" not in self.disabled:
                     # The runner decodes the model's replies: bounded here (and by the wire budgets in
@@ -1327,7 +1327,7 @@ class Zygote:
         self.runner_recycle = False
         self.runner_pid = pid
         self.runner_socket = ours
-        self.runner_sysv: layers.SysvSupervisor | None = None
+        self.runner_supervisor: layers.RunnerSupervisor | None = None
         try:
             self.runner_pidfd: int | None = os.pidfd_open(pid)
         except (OSError, AttributeError):  # before Linux 5.3 the socket's EOF alone reports its death
@@ -1344,8 +1344,8 @@ class Zygote:
         self.runner_socket.close()
         if self.runner_pidfd is not None:
             os.close(self.runner_pidfd)
-        if self.runner_sysv is not None:  # (what it made for the runner's last job goes with it)
-            self.runner_sysv.close()
+        if self.runner_supervisor is not None:  # (what it made for the runner's last job goes with it)
+            self.runner_supervisor.close()
         layers.remove_tree(self.runner_dir)
         self.start_trusted_runner()
 
@@ -1364,8 +1364,8 @@ class Zygote:
         poller.register(self.runner_socket.fileno(), select.POLLIN)
         if self.runner_pidfd is not None:
             poller.register(self.runner_pidfd, select.POLLIN)
-        if self.runner_sysv is not None:
-            poller.register(self.runner_sysv.fileno(), select.POLLIN)
+        if self.runner_supervisor is not None:
+            poller.register(self.runner_supervisor.fileno(), select.POLLIN)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -1376,21 +1376,26 @@ class Zygote:
             if watch is not None and not events:
                 watch.check()
                 continue
-            sysv = self.runner_sysv
-            sysv_event = events.pop(sysv.fileno(), 0) if sysv is not None else 0
-            if sysv is not None and sysv_event & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
-                poller.unregister(sysv.fileno())  # (no process left under the filter: the runner died)
-            elif sysv is not None and sysv_event:
-                sysv.answer()  # (a creation by the tests, waiting in the kernel: see SysvSupervisor)
-            if sysv_event and not events:
+            supervisor = self.runner_supervisor
+            asked = events.pop(supervisor.fileno(), 0) if supervisor is not None else 0
+            if supervisor is not None and asked & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                poller.unregister(supervisor.fileno())  # (no process left under the filter: the runner died)
+            elif supervisor is not None and asked:
+                supervisor.answer()  # (a call of the tests', waiting in the kernel: see RunnerSupervisor)
+            if asked and not events:
                 continue
             if self.runner_socket.fileno() in events:
                 try:
                     message, fds, _, _ = socket.recv_fds(self.runner_socket, 1 << 16, 1)
                 except OSError:  # killed with data still unread on its side: ECONNRESET, not an EOF
                     message, fds = b"", []
-                if message == SYSV_LISTENER and fds and self.runner_sysv is None and self.seccomp_arch is not None:
-                    self.runner_sysv = layers.SysvSupervisor(self.seccomp_arch, fds[0])
+                if (
+                    message == RUNNER_LISTENER
+                    and fds
+                    and self.runner_supervisor is None
+                    and self.seccomp_arch is not None
+                ):
+                    self.runner_supervisor = layers.RunnerSupervisor(self.seccomp_arch, fds[0], self.runner_pid)
                     poller.register(fds[0], select.POLLIN)
                     continue
                 for fd in fds:  # (only the listener comes with a descriptor)
@@ -1619,23 +1624,25 @@ def _pin_to_cpu(cpu: int) -> int | None:
 
 def _keep_from_other_processes(arch: str, server: int, own_ipc_namespace: bool) -> int | None:
     """In the trusted runner, for it and every process its tests start: no call on every process of the uid, on
-    every process, or on the fork server (layers.runner_reach_filter; what the kernel sees, however the tests made
-    the call). Without privilege a filter needs no_new_privs (no setuid program gains rights in the runner's
-    processes: the jobs' uid is the runner's there anyway). Without an IPC namespace of the worker's own, the SysV
-    objects the tests create are made by the fork server (layers.SysvSupervisor): the listener's fd, for it."""
+    every process, or on the fork server, and one on any other process or group only if the tests started it
+    (layers.runner_reach_filter; what the kernel sees, however the tests made the call). Without privilege a filter
+    needs no_new_privs (no setuid program gains rights in the runner's processes: the jobs' uid is the runner's there
+    anyway). Without an IPC namespace of the worker's own, the SysV objects the tests create are made by the fork
+    server. The listener's fd, for the fork server (layers.RunnerSupervisor)."""
     # (the fork server's probe found seccomp working; were it to fail here, the Python-level checks remain: a runner
     # that died of it would fail every job)
     with contextlib.suppress(OSError):
         if os.geteuid() != 0:
             layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
         group = os.getpgid(server)
-        if own_ipc_namespace:
-            layers.load_seccomp(layers.runner_reach_filter(arch, server, group))
-            return None
+        sysv = "own namespace" if own_ipc_namespace else "supervised"
         try:
-            return layers.load_seccomp_listener(arch, layers.runner_reach_filter(arch, server, group, "supervised"))
-        except OSError:  # (no user notifications before Linux 5.0: the tests may not create one there)
-            layers.load_seccomp(layers.runner_reach_filter(arch, server, group, "refused"))
+            filtered = layers.runner_reach_filter(arch, server, group, sysv, runner=os.getpid())
+            return layers.load_seccomp_listener(arch, filtered)
+        except OSError:  # (no user notifications before Linux 5.0: no SysV creation, and the calls by pid as before)
+            layers.load_seccomp(
+                layers.runner_reach_filter(arch, server, group, "own namespace" if own_ipc_namespace else "refused")
+            )
     return None
 
 
