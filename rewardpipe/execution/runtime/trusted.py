@@ -2604,7 +2604,9 @@ def _prepare_runner() -> None:
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the runner
 
 
-def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | None = None) -> None:
+def serve_jobs(
+    sock_fd: int, expected_state: dict | None = None, own_dir: str | None = None, shared_memory: str | None = None
+) -> None:
     """The long-lived trusted runner: one job at a time, handed over by the fork server with the
     descriptors it needs (channel to the model's process, tests memfd, verdict memfd).
 
@@ -2615,14 +2617,15 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None, own_dir: str | 
     and the runner exits: the fork server starts a fresh one for the next job.
 
     ``own_dir``: where the tests' working directory and tempfile's directory are made (see
-    :class:`OwnDirectories`); without it, the runner works where the fork server does."""
+    :class:`OwnDirectories`); without it, the runner works where the fork server does. ``shared_memory``: a /dev/shm
+    of the runner's own, emptied after each job as they are."""
     import socket
 
     _prepare_runner()
     with contextlib.suppress(OSError):  # (a group of its own: what the tests start is killed with it when replaced)
         os.setpgid(0, 0)
     try:
-        own = OwnDirectories(own_dir) if own_dir is not None else None
+        own = OwnDirectories(own_dir, shared_memory) if own_dir is not None else None
     except OSError:  # (as before round thirty-four: where the fork server works)
         own = None
     baseline = BASELINE[0] = runner_globals.Baseline()
@@ -2695,10 +2698,12 @@ class OwnDirectories:
     tests start in a directory of their own. Each job costs two listings of an empty directory; what the tests left
     is removed (without recursion, as a job's directory is), and if that fails the runner is replaced."""
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, shared_memory: str | None = None):
         self.work, self.tmp = os.path.join(root, "work"), os.path.join(root, "tmp")
         for path in (root, self.work, self.tmp):
             os.makedirs(path, mode=0o700, exist_ok=True)
+        # (the runner's own /dev/shm, where it has one: multiprocessing's semaphores a test left, round thirty-eight)
+        self.emptied = (self.work, self.tmp, *([shared_memory] if shared_memory else []))
         os.chdir(self.work)
         # (tempfile is not loaded here: the tests that import it find it from TMPDIR, which every job starts with)
         os.environ["TMPDIR"] = self.tmp
@@ -2708,7 +2713,7 @@ class OwnDirectories:
         tempfile = sys.modules.get("tempfile")
         if tempfile is not None and getattr(tempfile, "tempdir", None) not in (None, self.tmp):
             setattr(tempfile, "tempdir", None)  # noqa: B010 - (the tests set it: found from TMPDIR again)
-        for path in (self.work, self.tmp):
+        for path in self.emptied:
             try:
                 os.makedirs(path, mode=0o700, exist_ok=True)  # (the tests may have removed it)
                 with os.scandir(path) as entries:
