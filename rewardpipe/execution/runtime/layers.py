@@ -1666,6 +1666,15 @@ def runner_reach_filter(arch: str, server: int, group: int, sysv: str = "own nam
     rules.append((_PTRACE[arch], _block_by_value(1, [({server}, refused), (own, _RET_ALLOW)], other)))
     if runner:  # (into a group outside the job, "its own group" would be another's: setpgid(pid, group))
         rules.append((_SETPGID[arch], _block_by_value(1, [(own, _RET_ALLOW)], _RET_USER_NOTIF)))
+    # SIGIO (or F_SETSIG's signal) to the owner of a descriptor: the kernel checks only the uid when it sends it. An
+    # owner by number is held as a signal is; F_SETOWN_EX and the ioctls name theirs in memory: refused.
+    owner = _block_by_value(2, [(everyone - {0xFFFFFFFF}, refused), (own | own_group, _RET_ALLOW)], other)
+    setown, setown_ex = _FCNTL_DENIED_COMMANDS["F_SETOWN"], _FCNTL_DENIED_COMMANDS["F_SETOWN_EX"]
+    files = _FILE_CALLS[arch]
+    fcntl = [(_LD_ABS_W, 0, 0, _arg(1)), (_JEQ, 0, 1, setown_ex), (_RET, 0, 0, refused), (_JEQ, 0, len(owner), setown)]
+    rules.append((files["fcntl"], [*fcntl, *owner, (_RET, 0, 0, _RET_ALLOW)]))
+    owners = {_IOCTL_DENIED_REQUESTS["FIOSETOWN"], _IOCTL_DENIED_REQUESTS["SIOCSPGRP"]}
+    rules.append((files["ioctl"], _block_refuse_values(1, owners, refused)))
     rules.append((_MQ_OPEN[arch], _block_refuse_flag(1, os.O_CREAT, refused)))
     if sysv != "own namespace":
         answer = {"supervised": _RET_USER_NOTIF, "refused": refused}[sysv]
@@ -1836,6 +1845,7 @@ def _supervised_targets(arch: str) -> dict[int, Callable[[list[int]], tuple[str,
     targets[_SIGNAL_SENDERS[arch]["kill"]] = _signal_target
     targets[_PTRACE[arch]] = _pid_argument(1)
     targets[_SETPGID[arch]] = lambda args: ("group", ctypes.c_int(args[1] & 0xFFFFFFFF).value)
+    targets[_FILE_CALLS[arch]["fcntl"]] = lambda args: _signal_target(args[2:])  # (F_SETOWN's owner: a pid or -group)
     for name, (process, by_group, _) in _PRIO_SELECTORS.items():
         selectors = {process: "process", by_group: "group"}
         targets[_WHICH_WHO[arch][name][0]] = lambda args, s=selectors: (  # type: ignore[misc]
