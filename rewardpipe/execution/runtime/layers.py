@@ -1780,7 +1780,10 @@ class RunnerSupervisor:
         elif notif.nr in self._targets and self._within_the_job(self._targets[notif.nr](args), int(notif.pid)):
             response.error, response.flags = 0, _SECCOMP_USER_NOTIF_FLAG_CONTINUE
         # (a caller gone by now: an object made for it is removed with the job's others all the same)
-        _libc.ioctl(self.listener, ctypes.c_ulong(_SECCOMP_IOCTL_NOTIF_SEND), ctypes.byref(response))
+        sent = _libc.ioctl(self.listener, ctypes.c_ulong(_SECCOMP_IOCTL_NOTIF_SEND), ctypes.byref(response)) == 0
+        if not sent and response.flags and ctypes.get_errno() == errno.EINVAL:  # (no "continue" before 5.5: refused)
+            response.error, response.flags = -errno.EPERM, 0
+            _libc.ioctl(self.listener, ctypes.c_ulong(_SECCOMP_IOCTL_NOTIF_SEND), ctypes.byref(response))
 
     def _within_the_job(self, target: tuple[str, int], caller: int) -> bool:
         what, number = target
