@@ -13,11 +13,15 @@ seccomp filter, so that ``ctypes`` and the processes the tests start are held as
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
+import select
+import socket
 
 import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.runtime import layers
 from rewardpipe.execution.sandbox import make_executor
 from tests.security import test_round_thirtyone_sandbox as thirtyone
 from tests.security.test_round_thirtyseven_d_runner_reach import (  # noqa: F401
@@ -286,3 +290,82 @@ def test_what_the_tests_leave_in_shared_memory_is_gone_for_the_next_job(worker):
     code = "import os\ndef f(n):\n    return n if not os.path.exists('/dev/shm/rp-round-thirty-eight') else -1\n"
     result = thirtyone._run(worker, "model", code, HEADER + BODY, entry_point="f")
     assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+# --- the runner filter's SysV answers, in a process of this test's own ----------------------------------------------
+
+
+def _in_a_filtered_child(
+    sysv: str, call: str, key: int = 0, flags: int = 0o600
+) -> tuple[int, int, layers.RunnerSupervisor | None]:
+    """Fork a child that loads the runner's filter (``sysv`` mode, no runner pid: SysV only) and runs ``call`` (a
+    libc SysV get call, by name, with ``key`` and ``flags``); (its result, its errno, the supervisor that answered it,
+    if any)."""
+    arch = layers.seccomp_arch()
+    if arch is None:
+        pytest.skip("no seccomp filter for this machine")
+    read_end, write_end = os.pipe()
+    listener_ends = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # (the child: nothing but the call, its answer written back)
+        try:
+            layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
+            program = layers.runner_reach_filter(arch, os.getppid(), os.getpgid(os.getppid()), sysv)
+            if sysv == "supervised":
+                socket.send_fds(listener_ends[1], [b"l"], [layers.load_seccomp_listener(arch, program)])
+            else:
+                layers.load_seccomp(program)
+            libc = ctypes.CDLL(None, use_errno=True)
+            result = getattr(libc, call)(
+                key, *((4096,) if call == "shmget" else (1,) if call == "semget" else ()), flags
+            )
+            os.write(write_end, f"{result} {ctypes.get_errno()}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    supervisor = None
+    if sysv == "supervised":
+        _, fds, _, _ = socket.recv_fds(listener_ends[0], 8, 1)
+        supervisor = layers.RunnerSupervisor(arch, fds[0], runner=pid)
+        select.select([supervisor], [], [], 30)
+        supervisor.answer()
+    answer = os.read(read_end, 100).decode().split()
+    os.waitpid(pid, 0)
+    os.close(read_end)
+    return int(answer[0]), int(answer[1]), supervisor
+
+
+@pytest.mark.parametrize("call", ["shmget", "semget", "msgget"])
+def test_without_user_notifications_the_tests_may_not_make_a_sysv_object(call):
+    result, error, _ = _in_a_filtered_child("refused", call)
+    assert (result, error) == (-1, errno.EPERM)
+
+
+@pytest.mark.parametrize("call", ["shmget", "semget", "msgget"])
+def test_the_fork_server_makes_the_object_and_removes_it(call):
+    kind = call[:3]
+    result, _, supervisor = _in_a_filtered_child("supervised", call)
+    assert supervisor is not None and result >= 0 and supervisor.made == [(kind, result)]
+    assert str(result) in _ids_of(kind)
+    assert supervisor.remove_made() == 1
+    assert str(result) not in _ids_of(kind)
+    supervisor.close()
+
+
+def _ids_of(kind: str) -> list[str]:
+    with open(f"/proc/sysvipc/{kind}") as handle:
+        return [line.split()[1] for line in handle.readlines()[1:]]
+
+
+def test_an_existing_object_is_opened_for_the_tests_never_removed_after_them():
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x52503340
+    theirs = libc.shmget(key, 4096, 0o1600)  # (the host's, or another worker's, live object of the same key)
+    assert theirs >= 0, ctypes.get_errno()
+    try:
+        result, _, supervisor = _in_a_filtered_child("supervised", "shmget", key, 0o1600)
+        assert supervisor is not None and result == theirs and supervisor.made == []
+        supervisor.close()
+        assert str(theirs) in _ids_of("shm")
+    finally:
+        libc.shmctl(theirs, 0, None)
