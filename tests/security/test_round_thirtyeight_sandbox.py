@@ -369,3 +369,28 @@ def test_an_existing_object_is_opened_for_the_tests_never_removed_after_them():
         assert str(theirs) in _ids_of("shm")
     finally:
         libc.shmctl(theirs, 0, None)
+
+
+def test_the_runners_own_mounts_hold_no_jobs_tmpfs(worker):  # noqa: F811
+    # (its mount namespace, made for its /dev/shm, was a copy of the fork server's: the spares' job tmpfs mounts
+    # copied into it would have lived as long as the runner, whatever the fork server unmounted)
+    if worker.mode != "full":
+        pytest.skip("a mount namespace of the runner's own needs the fork server's (root)")
+    starts = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'])\n"  # (the runner is replaced)
+    _passes(worker, starts)
+    (server,) = [w.process.pid for w in worker._workers]
+    runners = [pid for pid in _children(server) if _comm(pid) == "rp-runner"]
+    assert len(runners) == 1
+    with open(f"/proc/{runners[0]}/mountinfo") as handle:
+        mounts = handle.read()
+    assert "rewardpipe-jobs/job" not in mounts and " /dev/shm " in mounts
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(child) for child in handle.read().split()]
+
+
+def _comm(pid: int) -> str:
+    with open(f"/proc/{pid}/comm") as handle:
+        return handle.read().strip()

@@ -232,6 +232,14 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, optio
 _PER_MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
 
 
+def mount_points() -> list[str]:
+    """Every mount point of this process's mount namespace (mountinfo's order: a mount before those on top of it)."""
+    mountinfo = _read_proc(f"{PROC}/self/mountinfo").decode("utf-8", "surrogateescape")
+    # (mountinfo escapes space, tab, newline and backslash in paths as \ooo, octal)
+    unescape = lambda path: re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), path)  # noqa: E731
+    return [unescape(fields[4]) for fields in (line.split(" ") for line in mountinfo.splitlines()) if len(fields) > 5]
+
+
 def freeze_access_times() -> list[str]:
     """In our own mount namespace: make every mount ``noatime`` (keeping its other per-mount flags), so that no
     read by a child sets a file's access time, which outlives the job and which any later job reads back

@@ -1296,7 +1296,7 @@ class Zygote:
                     # mode 0644) was read by the model's code of their job or of a job beside it (round thirty-six).
                     os.umask(os.umask(0) | 0o077)
                 _die_with_parent(self.pid)
-                shared_memory = _shared_memory_of_its_own() if self.private_mounts else None
+                shared_memory = _shared_memory_of_its_own(self.job_root) if self.private_mounts else None
                 if self.seccomp_arch is not None:
                     listener = _keep_from_other_processes(self.seccomp_arch, self.pid, self.ipc_private)
                     if listener is not None:  # (read with the runner's first reply, _await_trusted_runner)
@@ -1627,13 +1627,19 @@ def _pin_to_cpu(cpu: int) -> int | None:
     return int(cpu)
 
 
-def _shared_memory_of_its_own() -> str | None:
+def _shared_memory_of_its_own(job_root: str | None) -> str | None:
     """In the trusted runner, where the fork server replaced /dev/shm with an empty read-only tmpfs (its mount
     namespace, root): a small writable one of the runner's own, in a mount namespace of its own, which the runner
     empties after each job (trusted.OwnDirectories). Round thirty-eight: multiprocessing's locks, queues and values
-    (POSIX semaphores, made there) raised EROFS in the hidden tests, a right answer's ``error``. None if not made."""
+    (POSIX semaphores, made there) raised EROFS in the hidden tests, a right answer's ``error``. None if not made.
+    The copies of the jobs' tmpfs mounts under ``job_root`` (the spares' directories) are detached here: each would
+    keep its tmpfs alive for as long as the runner lives, whatever the fork server unmounts."""
     try:
         layers.enter_private_mount_namespace()
+        if job_root is not None:
+            for target in reversed(layers.mount_points()):
+                if target.startswith(job_root + os.sep):
+                    layers.detach_mount(target)
         layers.mount_tmpfs(RUNNER_SHM, RUNNER_SHM_BYTES, RUNNER_SHM_INODES, 0o1777)
     except OSError:
         return None
