@@ -372,8 +372,8 @@ def test_an_existing_object_is_opened_for_the_tests_never_removed_after_them():
 
 
 def test_the_runners_own_mounts_hold_no_jobs_tmpfs(worker):  # noqa: F811
-    # (its mount namespace, made for its /dev/shm, was a copy of the fork server's: the spares' job tmpfs mounts
-    # copied into it would have lived as long as the runner, whatever the fork server unmounted)
+    # (the runners' mount namespace, made for their /dev/shm, is a copy of the fork server's: made with spares' job
+    # tmpfs mounts in place, it would hold them for as long as it lives, whatever the fork server unmounted)
     if worker.mode != "full":
         pytest.skip("a mount namespace of the runner's own needs the fork server's (root)")
     starts = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'])\n"  # (the runner is replaced)

@@ -223,6 +223,12 @@ def enter_private_mount_namespace() -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 
+def enter_mount_namespace(fd: int) -> None:
+    """Join the mount namespace ``fd`` names (root and working directory become its root)."""
+    if _libc.setns(fd, CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), f"setns(mount namespace) failed: {_errno_text()}")
+
+
 def mount(source: str | None, target: str, fstype: str | None, flags: int, options: str | None = None) -> None:
     encode = lambda text: None if text is None else text.encode()  # noqa: E731
     if _libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(options)) != 0:
@@ -230,14 +236,6 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, optio
 
 
 _PER_MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
-
-
-def mount_points() -> list[str]:
-    """Every mount point of this process's mount namespace (mountinfo's order: a mount before those on top of it)."""
-    mountinfo = _read_proc(f"{PROC}/self/mountinfo").decode("utf-8", "surrogateescape")
-    # (mountinfo escapes space, tab, newline and backslash in paths as \ooo, octal)
-    unescape = lambda path: re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), path)  # noqa: E731
-    return [unescape(fields[4]) for fields in (line.split(" ") for line in mountinfo.splitlines()) if len(fields) > 5]
 
 
 def freeze_access_times() -> list[str]:

@@ -2702,8 +2702,11 @@ class OwnDirectories:
         self.work, self.tmp = os.path.join(root, "work"), os.path.join(root, "tmp")
         for path in (root, self.work, self.tmp):
             os.makedirs(path, mode=0o700, exist_ok=True)
-        # (the runner's own /dev/shm, where it has one: multiprocessing's semaphores a test left, round thirty-eight)
+        # (the runners' own /dev/shm, where they have one: multiprocessing's semaphores a test left, round thirty-eight;
+        # shared by the worker's successive runners, so emptied as one starts too)
         self.emptied = (self.work, self.tmp, *([shared_memory] if shared_memory else []))
+        if shared_memory:
+            self.empty()
         os.chdir(self.work)
         # (tempfile is not loaded here: the tests that import it find it from TMPDIR, which every job starts with)
         os.environ["TMPDIR"] = self.tmp

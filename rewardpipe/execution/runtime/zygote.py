@@ -627,6 +627,8 @@ class Zygote:
         # mount namespace: hides the host's /tmp, /run, /var/tmp and /dev/shm (where UNIX sockets of
         # other services live) and gives every job its own size- and inode-limited tmpfs
         self._setup_mount_namespace(root)
+        # (before any job's tmpfs exists, which a copy of this namespace would hold)
+        self.runner_mounts = _runner_mount_namespace() if self.job_root is not None else None
         # pid namespace: one per child, so that what ran before a job leaves no trace in the pids it sees
         self.pid_namespaces: layers.PidNamespaces | None = None
         if "pidns" in self.disabled:
@@ -1296,7 +1298,7 @@ class Zygote:
                     # mode 0644) was read by the model's code of their job or of a job beside it (round thirty-six).
                     os.umask(os.umask(0) | 0o077)
                 _die_with_parent(self.pid)
-                shared_memory = _shared_memory_of_its_own(self.job_root) if self.private_mounts else None
+                shared_memory = _shared_memory_of_its_own(self.runner_mounts)
                 if self.seccomp_arch is not None:
                     listener = _keep_from_other_processes(self.seccomp_arch, self.pid, self.ipc_private)
                     if listener is not None:  # (read with the runner's first reply, _await_trusted_runner)
@@ -1627,20 +1629,43 @@ def _pin_to_cpu(cpu: int) -> int | None:
     return int(cpu)
 
 
-def _shared_memory_of_its_own(job_root: str | None) -> str | None:
-    """In the trusted runner, where the fork server replaced /dev/shm with an empty read-only tmpfs (its mount
-    namespace, root): a small writable one of the runner's own, in a mount namespace of its own, which the runner
-    empties after each job (trusted.OwnDirectories). Round thirty-eight: multiprocessing's locks, queues and values
-    (POSIX semaphores, made there) raised EROFS in the hidden tests, a right answer's ``error``. None if not made.
-    The copies of the jobs' tmpfs mounts under ``job_root`` (the spares' directories) are detached here: each would
-    keep its tmpfs alive for as long as the runner lives, whatever the fork server unmounts."""
+def _runner_mount_namespace() -> int | None:
+    """In the fork server, once its own mount namespace is set up and before any job's tmpfs is mounted: a mount
+    namespace for its trusted runners, a copy of its own whose /dev/shm is a small writable tmpfs (the fork server's
+    is an empty read-only one). Round thirty-eight: multiprocessing's locks, queues and values (POSIX semaphores,
+    made there) raised EROFS in the hidden tests, a right answer's ``error``. Each runner joins it as it starts
+    (setns, no copy per runner: a copy made later held the spares' job tmpfs mounts for the runner's life) and
+    empties that /dev/shm after each job (trusted.OwnDirectories). The namespace's fd, or None where it cannot be."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # (made by a child that lives until the fork server holds the namespace: unshare would move it)
+        try:
+            os.close(read_end)
+            layers.enter_private_mount_namespace()
+            layers.mount_tmpfs(RUNNER_SHM, RUNNER_SHM_BYTES, RUNNER_SHM_INODES, 0o1777)
+            os.write(write_end, b"R")
+            select.select([], [], [])
+        finally:
+            os._exit(1)
+    os.close(write_end)
     try:
-        layers.enter_private_mount_namespace()
-        if job_root is not None:
-            for target in reversed(layers.mount_points()):
-                if target.startswith(job_root + os.sep):
-                    layers.detach_mount(target)
-        layers.mount_tmpfs(RUNNER_SHM, RUNNER_SHM_BYTES, RUNNER_SHM_INODES, 0o1777)
+        made = os.read(read_end, 1) == b"R"
+        return os.open(f"{layers.PROC}/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC) if made else None
+    except OSError:
+        return None
+    finally:
+        os.close(read_end)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _shared_memory_of_its_own(namespace: int | None) -> str | None:
+    """In the trusted runner: its /dev/shm, writable, in the runners' mount namespace (_runner_mount_namespace), or
+    None if there is none."""
+    if namespace is None:
+        return None
+    try:
+        layers.enter_mount_namespace(namespace)
     except OSError:
         return None
     return RUNNER_SHM
