@@ -24,14 +24,31 @@ from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import layers
 from rewardpipe.execution.sandbox import make_executor
 from tests.security import test_round_thirtyone_sandbox as thirtyone
-from tests.security.test_round_thirtyseven_d_runner_reach import (  # noqa: F401
-    BODY,
-    HEADER,
-    IDENTITY,
-    OWN_UID,
-    _passes,
-    worker,
-)
+from tests.security.test_round_thirtyseven_d_runner_reach import BODY, HEADER, IDENTITY, _passes
+
+# The Lambda-like workers' uid, this module's own: the SysV objects of the uid are counted on the host, and round
+# thirty-seven's modules (65437), run beside this one, make some of their own.
+OWN_UID = 65438
+
+
+@pytest.fixture(scope="module", params=["full", "lambda"])
+def worker(request, tmp_path_factory):
+    """One worker with full isolation, or in Lambda mode (no root for the fork server: OWN_UID, no Landlock)."""
+    if request.param == "lambda" and os.geteuid() != 0:
+        pytest.skip("needs root to start the fork servers as another uid")
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("scorer"))
+    lambda_mode = {"server_uid": OWN_UID, "disable": frozenset({"landlock"})} if request.param == "lambda" else {}
+    executor = make_executor(workers=1, **lambda_mode)
+    executor.mode = request.param
+    try:
+        if request.param == "lambda" and not executor.isolation()["seccomp"].startswith("on"):
+            pytest.skip("seccomp is unavailable")
+        yield executor
+    finally:
+        executor.close()
+        os.chdir(before)
+
 
 LIBC = "import ctypes, errno, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
 
@@ -48,7 +65,7 @@ def _sysv_objects_of(uid: int) -> dict[str, list[str]]:
 
 
 @pytest.fixture
-def host_ipc_left_clean(worker):  # noqa: F811
+def host_ipc_left_clean(worker):
     """In Lambda mode (the host's IPC namespace), what the jobs of the uid left behind is removed afterwards: a
     regression never becomes the next test's starting state."""
     yield
@@ -82,7 +99,7 @@ MAKES_EVERY_KIND = LIBC + (
 )
 
 
-def test_no_sysv_object_the_tests_make_outlives_their_job(worker, host_ipc_left_clean):  # noqa: F811
+def test_no_sysv_object_the_tests_make_outlives_their_job(worker, host_ipc_left_clean):
     if not worker.isolation()["seccomp"].startswith("on"):
         pytest.skip("seccomp is off")
     _passes(worker, MAKES_EVERY_KIND)
@@ -100,7 +117,7 @@ MAKES_A_QUEUE = LIBC + (
 )
 
 
-def test_the_tests_may_not_make_a_message_queue(worker):  # noqa: F811
+def test_the_tests_may_not_make_a_message_queue(worker):
     # (one made by the tests outlived their job in either mode: the fork server empties SysV IPC alone, and a queue
     # has no id the fork server could hand back as it does a SysV object's; refused, clearly, in the runner's filter)
     if not worker.isolation()["seccomp"].startswith("on"):
@@ -152,13 +169,13 @@ NOT_YET = {("full", "process_pool"), ("lambda", "process_pool")}
 
 
 @pytest.mark.parametrize("shape", sorted(ORDINARY))
-def test_an_ordinary_test_shape_still_passes(worker, shape, request):  # noqa: F811
+def test_an_ordinary_test_shape_still_passes(worker, shape, request):
     if (worker.mode, shape) in NOT_YET:
         request.applymarker(pytest.mark.xfail(strict=True, reason="found in round thirty-eight, not fixed"))
     _passes(worker, ORDINARY[shape])
 
 
-def test_the_models_own_process_may_not_make_a_sysv_object(worker):  # noqa: F811
+def test_the_models_own_process_may_not_make_a_sysv_object(worker):
     if not worker.isolation()["seccomp"].startswith("on"):
         pytest.skip("seccomp is off")
     code = (
@@ -282,7 +299,7 @@ LEAVES_IN_SHARED_MEMORY = (
 )
 
 
-def test_what_the_tests_leave_in_shared_memory_is_gone_for_the_next_job(worker):  # noqa: F811
+def test_what_the_tests_leave_in_shared_memory_is_gone_for_the_next_job(worker):
     if worker.mode != "full":
         pytest.skip("the host's /dev/shm in Lambda mode (the files the tests create there: round thirty-six)")
     _passes(worker, LEAVES_IN_SHARED_MEMORY)
@@ -371,7 +388,7 @@ def test_an_existing_object_is_opened_for_the_tests_never_removed_after_them():
         libc.shmctl(theirs, 0, None)
 
 
-def test_the_runners_own_mounts_hold_no_jobs_tmpfs(worker):  # noqa: F811
+def test_the_runners_own_mounts_hold_no_jobs_tmpfs(worker):
     # (the runners' mount namespace, made for their /dev/shm, is a copy of the fork server's: made with spares' job
     # tmpfs mounts in place, it would hold them for as long as it lives, whatever the fork server unmounted)
     if worker.mode != "full":
