@@ -21,7 +21,7 @@ from typing import Any
 
 from rewardpipe.monitoring.alarms import ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import label, pct
-from rewardpipe.monitoring.state import MonitorState, TargetState
+from rewardpipe.monitoring.state import FIRED_WINDOW, MonitorState, TargetState
 from rewardpipe.monitoring.thresholds import Thresholds
 from rewardpipe.monitoring.trend import (
     BASELINE_STEPS,
@@ -33,7 +33,7 @@ from rewardpipe.monitoring.trend import (
     fit_line,
     trend_reversed,
 )
-from rewardpipe.monitoring.verdicts import ComponentStats, StepReport
+from rewardpipe.monitoring.verdicts import ComponentStats, RecentFired, StepReport
 
 
 def alarm_figures(stats: ComponentStats, th: Thresholds) -> dict[str, Any]:
@@ -113,6 +113,25 @@ def _record_trend(target: TargetState, step: int, fraction: float, groups: int, 
     target.trend_groups = [g for _, (_, g) in kept]
 
 
+def recent_fired(state: MonitorState, step: int) -> dict[str, RecentFired]:
+    """Each penalty's evidence over its recent verdicts other than ``step``'s (a step judged again, or a replay, is
+    not its own evidence), by component name, for :func:`rewardpipe.monitoring.verdicts.step_report`."""
+    recent = {}
+    for key, target in state.targets.items():
+        points = [(whole, varying) for s, whole, varying in target.fired if s != step]
+        if key.startswith("component:") and points:
+            whole, varying = (sum(counts) for counts in zip(*points, strict=True))
+            recent[key.removeprefix("component:")] = RecentFired(whole, varying, len(points))
+    return recent
+
+
+def _record_fired(target: TargetState, step: int, fired: tuple[int, int]) -> None:
+    """Keep this verdict's fired groups (a pooled verdict's at its last step), the newest :data:`FIRED_WINDOW`."""
+    points = {s: (whole, varying) for s, whole, varying in target.fired}
+    points[step] = fired
+    target.fired = [(s, whole, varying) for s, (whole, varying) in sorted(points.items())[-FIRED_WINDOW:]]
+
+
 def track_component(
     key: str, stats: ComponentStats, step: int, run_id: str | None, state: MonitorState, th: Thresholds
 ) -> Alarm | None:
@@ -134,6 +153,8 @@ def track_component(
         stds = dict(target.std_trend)
         stds[step] = stats.within_group_std_mean
         target.std_trend = sorted(stds.items())[-th.dying_window :]
+    if stats.fired_groups is not None:
+        _record_fired(target, step, stats.fired_groups)
     if stats.verdict == "dead":
         target.dead_streak += 1
         stats.dead_streak = target.dead_streak

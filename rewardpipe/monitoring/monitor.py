@@ -28,7 +28,15 @@ from rewardpipe.monitoring.alarms import (
 from rewardpipe.monitoring.batch import RecordBatch, accumulate_batch
 from rewardpipe.monitoring.causes import diagnose
 from rewardpipe.monitoring.examples import choose_examples
-from rewardpipe.monitoring.hysteresis import ABSENT, IGNORED, predates, stop_judging, track_component, track_errors
+from rewardpipe.monitoring.hysteresis import (
+    ABSENT,
+    IGNORED,
+    predates,
+    recent_fired,
+    stop_judging,
+    track_component,
+    track_errors,
+)
 from rewardpipe.monitoring.messages import run_warnings
 from rewardpipe.monitoring.pooling import StepHistory, pool_small_steps, stored_step
 from rewardpipe.monitoring.state import MonitorState, PendingDelivery, ProvisionalStep, load_state, state_key
@@ -182,7 +190,7 @@ def judge(
     for step in sorted(accs):
         acc = accs.pop(step)
         set_aside.extend(acc.set_aside)
-        report = step_report(step, acc, th)
+        report = step_report(step, acc, th, recent_fired(state, step))
         reports.append(report)
         if state.is_checked(step):
             report.replayed = True

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, Alarm
+from rewardpipe.monitoring.hysteresis import recent_fired
 from rewardpipe.monitoring.messages import label
 from rewardpipe.monitoring.statistics import GroupTable, SampledRollout, StepAcc
 from rewardpipe.monitoring.thresholds import Thresholds
@@ -212,12 +213,13 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
     step = report.step
     pooling = Pooling(acc, th.min_groups)
     merged: dict[int, tuple[StepReport, StepAcc]] = {}  # first step -> the pool's report
+    recent = recent_fired(state, step)
 
     def pooled_report(steps: list[tuple[int, StepAcc]]) -> tuple[StepReport, StepAcc]:
         first = steps[0][0]
         if first not in merged:
             pooled_acc = merge(steps)
-            merged[first] = (step_report(step, pooled_acc, th), pooled_acc)
+            merged[first] = (step_report(step, pooled_acc, th, recent), pooled_acc)
         return merged[first]
 
     targets = [(f"component:{name}", name) for name in report.components] + [(AGGREGATE_TARGET, AGGREGATE_TARGET)]

@@ -16,6 +16,8 @@ from rewardpipe.store import BadObject, Store, UnreadableObject, run_prefix
 STATE_SCHEMA: Final = "rewardpipe.monitor-state/v2"
 #: Earlier states (``last_step`` only) are read and upgraded: every step up to ``last_step`` counts as checked.
 _V1_SCHEMA = "rewardpipe.monitor-state/v1"
+#: The most verdicts of a penalty whose fired groups ``TargetState.fired`` keeps.
+FIRED_WINDOW: Final = 24
 
 
 class TargetState(BaseModel):
@@ -52,6 +54,10 @@ class TargetState(BaseModel):
     #: The cause of the open dead alarm (None: none open, or a state written before it was kept): a component set
     #: per prompt (``constant_within_groups``) stays alarmed through a step where no prompt set it off its end.
     alarm_cause: str | None = None
+    #: A penalty's last (step, groups it fired on whole, groups where it varied), one point per verdict, at most
+    #: :data:`FIRED_WINDOW`: whether it fires per rollout or per prompt is told over several steps, not on one step's
+    #: one or two fired groups (rewardpipe.monitoring.verdicts.RecentFired).
+    fired: list[tuple[int, int, int]] = Field(default_factory=list)
     #: First step of an open pool of small steps (too few groups for a verdict): rewardpipe.monitoring.pooling.
     pooled_since: int | None = None
 
@@ -137,7 +143,14 @@ class MonitorState(BaseModel):
             if target.get("pooled_since") is None:  # written only while a pool is open: states read as before
                 target.pop("pooled_since", None)
             # states without them read as before
-            for kept_only_when_set in ("trend_groups", "dying_seen", "alarm_cause", "std_trend", "dying_cause"):
+            for kept_only_when_set in (
+                "trend_groups",
+                "dying_seen",
+                "alarm_cause",
+                "std_trend",
+                "dying_cause",
+                "fired",
+            ):
                 if not target.get(kept_only_when_set):
                     target.pop(kept_only_when_set, None)
         return data

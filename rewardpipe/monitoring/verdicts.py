@@ -22,6 +22,7 @@ so :mod:`rewardpipe.monitoring.hysteresis` sets it from the state; this module j
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -73,9 +74,14 @@ class ComponentStats:
     #: Groups holding a value outside the component's declared range (``--range``, the reward's own): a
     #: scorer bug or a wrong declaration, never silent (``values_out_of_range`` in the run's warnings)
     out_of_range_groups: int = 0
+    #: For a penalty with a known range: (groups where it fired on every rollout, groups where it varied) at this
+    #: verdict, the evidence the state keeps across steps (``TargetState.fired``); not part of the verdict's JSON.
+    fired_groups: tuple[int, int] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data.pop("fired_groups", None)
+        return data
 
 
 @dataclass
@@ -133,9 +139,12 @@ def component_stats(
     th: Thresholds,
     value_range: tuple[float, float] | None,
     group_sizes: dict[str, Any] | None = None,
+    recent_fired: RecentFired | None = None,
 ) -> dict[str, Any]:
     """Figures, verdict and (for ``dead``) cause of one component at one step, as a dict. ``group_sizes``,
-    if given, receives the component's per-group advantage sizes under its name."""
+    if given, receives the component's per-group advantage sizes under its name. ``recent_fired``: for a penalty,
+    what its recent checked steps showed (see :class:`RecentFired`), which can only make a step's few whole fired
+    groups chance rather than a penalty set per prompt."""
     eps = th.epsilon
     tol = max(eps, 1e-12)
     stats, zero_values, sizes = component_figures(name, acc, eps)
@@ -185,6 +194,11 @@ def component_stats(
             + f"; need {th.min_groups} for a verdict"
         )
         return stats
+    neutral_end = th.penalty_neutral_end(name, value_range) if name != AGG else None
+    if neutral_end is not None and value_range is not None:
+        neutral_value = value_range[1] if neutral_end == "constant_at_maximum" else value_range[0]
+        whole_fired = int((abs(zero_values - neutral_value) > tol).sum())
+        stats["fired_groups"] = (whole_fired, eligible - zero)
     if zero / eligible < th.dead_fraction:
         stats.update(verdict="ok", cause=None, message=None)
         return stats
@@ -221,15 +235,21 @@ def component_stats(
         at_max = int((abs(zero_values - hi) <= tol).sum())
         neutral_end = th.penalty_neutral_end(name, value_range if range_known else None)
         for end_cause, end, at in (("constant_at_minimum", lo, at_min), ("constant_at_maximum", hi, at_max)):
-            if at / (eligible - sparse) < th.dead_fraction:
-                continue
             # A penalty at its neutral end in most groups that, off it, fires on whole groups (every rollout of a
             # group) at least as often as it varies is set per prompt, not per rollout: dead, constant within groups.
             # Called "never fires" (info) on a step where its neutral end reached dead_fraction and
             # constant_within_groups on the next where it fell short, it flapped between info and dead with the
-            # binomial noise of the firing groups, an alarm raised and closed each time.
+            # binomial noise of the firing groups, an alarm raised and closed each time. One that varies more often
+            # than it fires on whole groups (at this step, or over its recent steps) fires per rollout: an idle
+            # penalty, info, whether or not its neutral end reached dead_fraction at this step (its whole groups and
+            # its varying ones, both few, took the share over and under it from one step to the next).
             whole_off_end = len(zero_values) - at
-            if end_cause != neutral_end or not whole_off_end or whole_off_end < eligible - zero:
+            if end_cause == neutral_end and _fires_per_rollout(stats, recent_fired, whole_off_end, eligible - zero):
+                cause, stats["constant_value"], stats["at_value_groups"] = end_cause, end, at
+                break
+            if at / (eligible - sparse) < th.dead_fraction:
+                continue
+            if end_cause != neutral_end or not whole_off_end:
                 cause, stats["constant_value"], stats["at_value_groups"] = end_cause, end, at
             break
         end, at = (lo, at_min) if at_min >= at_max else (hi, at_max)
@@ -251,6 +271,61 @@ def component_stats(
     return stats
 
 
+@dataclass(frozen=True)
+class RecentFired:
+    """A penalty's evidence over its recent checked steps (kept in ``TargetState.fired``): the groups where it fired
+    on every rollout, the groups where it varied, and how many verdicts those were counted over."""
+
+    whole: int
+    varying: int
+    verdicts: int
+
+
+#: The fewest groups a penalty that never varied lately must have fired on whole (at this step and its recent ones)
+#: to be judged set per prompt: one such group is as likely a per-rollout penalty's high-rate task whose every
+#: rollout happened to fire (a group of K at rate r is whole with probability r^K).
+PER_PROMPT_MIN_WHOLE_GROUPS = 2
+#: The fewest fired groups (whole or varying, at this step and its recent ones) on which a penalty that varied lately
+#: is judged set per prompt (whole groups at least as many as varying ones): the share of whole groups of a few
+#: fired groups is noise (two whole and one varying is as likely of a penalty firing per rollout at 80 %).
+PER_PROMPT_MIN_FIRED_GROUPS = 20
+
+
+def _fires_per_rollout(stats: dict[str, Any], recent: RecentFired | None, whole_here: int, varying_here: int) -> bool:
+    """Whether a penalty fires per rollout rather than being set per prompt, by its groups off its neutral end: it
+    varied inside more of them than it fired on every rollout of, at this step or over its recent steps and this
+    one, or the groups it fired on are too few to tell. A group of K is whole with probability rate^K, so a penalty
+    firing at 30-90 % on a few hard tasks has one or two fired groups a step, often all whole: judged on one step's
+    few groups it was ``constant_within_groups`` (dead) there and ``info`` on the next where it varied, an alarm and
+    its closing over and over. The recent steps only ever clear a step's suspicion, never raise one: a step where it
+    varies more than it fires whole is per rollout, whatever came before (the round thirty-seven recovery)."""
+    if whole_here < varying_here:
+        return True
+    whole, varying, verdicts = whole_here, varying_here, 1
+    if recent is not None:
+        whole, varying, verdicts = whole + recent.whole, varying + recent.varying, verdicts + recent.verdicts
+    enough = PER_PROMPT_MIN_FIRED_GROUPS if varying else PER_PROMPT_MIN_WHOLE_GROUPS
+    if whole >= varying and whole + varying >= enough:
+        return False
+    stats["fired_lately"] = (whole, varying, verdicts)
+    return True
+
+
+def _fired_lately_note(whole: int, varying: int, verdicts: int) -> str:
+    """What a penalty's info verdict adds when its whole fired groups at the step were not taken as set per prompt."""
+    if not varying:
+        return (
+            f" (it fired on every rollout of {whole} group(s) over its last {verdicts} verdict(s) and varied in none: "
+            f"too few to tell a penalty set per prompt from one firing per rollout at a high rate, whose every "
+            f"rollout of a group fires by chance)"
+        )
+    return (
+        f" (its fired groups here are whole, but over its last {verdicts} verdicts it varied inside {varying} groups "
+        f"and fired on every rollout of {whole}: it fires per rollout, and a group whose every rollout it fires on "
+        f"is chance, not a penalty set per prompt)"
+    )
+
+
 def is_penalty(value_range: tuple[float, float] | None) -> bool:
     """A component whose best (neutral) value is 0 and whose other values are negative."""
     return value_range is not None and value_range[1] == 0.0 and value_range[0] < 0.0
@@ -266,6 +341,8 @@ def finish(name: str, stats: dict[str, Any], cancelling: list[str] | None = None
         if cancelling and stats["cause"] not in ("no_values", "sparse_values") and not drowned:
             stats["cause"] = "components_cancel"
         stats["message"] = dead_message(name, stats["cause"], stats, cancelling or [])
+        if stats.get("fired_lately"):
+            stats["message"] += _fired_lately_note(*stats["fired_lately"])
     for internal in (
         "range_known",
         "range",
@@ -279,17 +356,26 @@ def finish(name: str, stats: dict[str, Any], cancelling: list[str] | None = None
         "scale_zero_groups",
         "penalty_fires",
         "per_prompt",
+        "fired_lately",
     ):
         stats.pop(internal, None)
     return ComponentStats(name=name, **stats)
 
 
-def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
-    """Every component's and the aggregate's verdict for one step, plus the step's error counts."""
+def step_report(
+    step: int, acc: StepAcc, th: Thresholds, recent_fired: Mapping[str, RecentFired] | None = None
+) -> StepReport:
+    """Every component's and the aggregate's verdict for one step, plus the step's error counts. ``recent_fired``:
+    each penalty's evidence over its recent checked steps, by component name (from the monitor's state)."""
     group_sizes: dict[str, Any] = {}
+    recent_fired = recent_fired or {}
     components = {
         name: finish(
-            name, {**component_stats(name, acc, th, th.ranges.get(name), group_sizes), "weight": acc.weights.get(name)}
+            name,
+            {
+                **component_stats(name, acc, th, th.ranges.get(name), group_sizes, recent_fired.get(name)),
+                "weight": acc.weights.get(name),
+            },
         )
         for name in acc.component_names()
     }

@@ -12,8 +12,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import pytest
-
 from rewardpipe.monitoring import MonitorState, Thresholds, monitor_records
 from tests.monitoring.test_round_thirtyfive_monitor import _records  # (step, groups, values_of(g, i), k)
 
@@ -62,13 +60,13 @@ def test_a_step_where_it_fires_on_no_group_still_keeps_the_alarm_open():
     assert _pen_alarms(result) == [("dead_component", 0, "constant_within_groups")]
 
 
-@pytest.mark.xfail(strict=True, reason="found, not fixed: judged per step on a few groups' counts")
 def test_a_per_rollout_penalty_that_fires_often_on_a_few_hard_tasks_is_not_dead():
-    """Found in this review, not fixed: a penalty that fires per rollout (at 30-90 % on about 5 % of the tasks, 0
-    elsewhere) varies inside those groups, yet a step where its one or two fired groups happen to be whole is judged
-    set per prompt (``constant_within_groups``, whole groups at least as many as varying ones), and the next step
-    where it varies closes the alarm: dead and recovered alarms over and over. Telling the two apart needs the
-    evidence of many steps (the whole and varying groups counted across the run), not one step's few groups."""
+    """Found in this review, fixed in round thirty-eight (test_round_thirtyeight_monitor): a penalty that fires per
+    rollout (at 30-90 % on about 5 % of the tasks, 0 elsewhere) varies inside those groups, yet a step where its one
+    or two fired groups happen to be whole was judged set per prompt (``constant_within_groups``, whole groups at
+    least as many as varying ones), and the next step where it varies closed the alarm: dead and recovered alarms over
+    and over. Telling the two apart needs the evidence of many steps (the whole and varying groups counted across the
+    run), not one step's few groups."""
     rng = random.Random(0)
     records: list[dict[str, Any]] = []
     for step in range(60):
