@@ -139,7 +139,10 @@ class MonitorState(BaseModel):
         data = self.model_dump(by_alias=True, mode="json")
         if data.get("provisional") is None:  # written only while a step may be judged again: states read as before
             data.pop("provisional", None)
-        for target in data["targets"].values():
+        # the targets a provisional step was judged from too: written in full, a field an older rewardpipe does not
+        # know made it set aside every state of a scheduled check (the AWS one) for a run that never needed the field
+        before = (data.get("provisional") or {}).get("before", {})
+        for target in [*data["targets"].values(), *before.values()]:
             if target.get("pooled_since") is None:  # written only while a pool is open: states read as before
                 target.pop("pooled_since", None)
             # states without them read as before

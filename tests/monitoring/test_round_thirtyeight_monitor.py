@@ -173,3 +173,23 @@ def test_a_dead_stretch_of_one_and_a_half_pools_straddling_two_pools_is_alarmed(
     min_groups groups), which round thirty-seven asserts raises nothing: which of the two is wanted is a decision."""
     result = monitor_records(_one_group_steps([False] + [True] * 6 + [False] * 5))
     assert [a.kind for a in result.alarms if a.component == "c"] == ["dead_component", "recovered"]
+
+
+def test_a_state_without_penalty_evidence_is_written_as_before_provisional_targets_too():
+    """The new field is written only when set, in the provisional step's targets as in the state's: written there in
+    full (``"fired": []`` for every target), a rewardpipe rolled back to before it set aside every state of the AWS
+    scheduled check as corrupt, penalties or not."""
+    from rewardpipe.monitoring.state import ProvisionalStep, TargetState
+
+    state = MonitorState(
+        targets={"component:a": TargetState()},
+        provisional=ProvisionalStep(step=1, keys=2, before={"component:a": TargetState(fired=[])}),
+    )
+    saved = state.to_dict()
+    assert "fired" not in saved["targets"]["component:a"]
+    assert "fired" not in saved["provisional"]["before"]["component:a"]
+    assert MonitorState.from_dict(saved) == state
+    kept = MonitorState(
+        provisional=ProvisionalStep(step=1, keys=2, before={"component:p": TargetState(fired=[(0, 1, 2)])})
+    )
+    assert MonitorState.from_dict(kept.to_dict()).provisional.before["component:p"].fired == [(0, 1, 2)]
