@@ -116,9 +116,18 @@ class ConditionalStateStore:
             raise TypeError("the variance check keeps its state in S3 and needs an S3Store")
         self._store, self.upto = store, upto
         self._etags: dict[str, str | None] = {}
+        self._runs: list[str] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+    def list_runs(self) -> list[str]:
+        """The bucket's runs, listed once per check (this store lives for one): the runs to check, the holders of
+        per-run metrics (:class:`RunMetricRuns`) and the alarms' streaks (:func:`streak_points`) each listed
+        ``runs/`` again, three LISTs a scheduled check and two a run's."""
+        if self._runs is None:
+            self._runs = self._store.list_runs()
+        return list(self._runs)
 
     def list_steps(self, run_id: str, **kwargs: Any) -> list[int]:
         """The run's stored steps; for a check of step n, those up to n (a later one may still be written)."""

@@ -759,6 +759,35 @@ def metric_value_problem(value: Any) -> str | None:
     return None
 
 
+def cloudwatch_statistic_sets(stdout: str, period_s: int = 60) -> dict[tuple[str, tuple[tuple[str, str], ...]], dict]:
+    """The statistic sets CloudWatch keeps for the EMF documents printed to ``stdout``: per metric (name and its
+    dimensions) and per period (the document's timestamp rounded down to ``period_s``), every datapoint of that
+    period aggregated into one set: SampleCount, Sum, Minimum, Maximum (an alarm's Average is Sum / SampleCount).
+    Two points for one period are one set of two samples, not two values: a Sum and a SampleCount double, a
+    Maximum keeps the larger. moto's CloudWatch stores each PutMetricData datum as it came and EMF lines never
+    reach it here, so this is the service's rule, written down for the tests that read what an alarm reads."""
+    sets: dict[tuple[str, tuple[tuple[str, str], ...]], dict] = {}
+    for line in stdout.splitlines():
+        if not line.startswith('{"_aws"'):
+            continue
+        doc = json.loads(line)
+        period = doc["_aws"]["Timestamp"] // 1000 // period_s * period_s
+        for directive in doc["_aws"]["CloudWatchMetrics"]:
+            for dimension_set in directive["Dimensions"]:
+                dims = tuple(sorted((name, str(doc[name])) for name in dimension_set))
+                for metric in directive["Metrics"]:
+                    values = doc[metric["Name"]]
+                    for value in values if isinstance(values, list) else [values]:
+                        stats = sets.setdefault((metric["Name"], dims), {}).setdefault(
+                            period, {"SampleCount": 0, "Sum": 0.0, "Minimum": value, "Maximum": value}
+                        )
+                        stats["SampleCount"] += 1
+                        stats["Sum"] += value
+                        stats["Minimum"] = min(stats["Minimum"], value)
+                        stats["Maximum"] = max(stats["Maximum"], value)
+    return sets
+
+
 def emf_violations(stdout: str) -> list[str]:
     """CloudWatch's rules broken by the EMF documents printed to ``stdout``: every dimension a directive names
     must be present with a value CloudWatch accepts, at most 30 of them, and every metric's value must be one
