@@ -495,6 +495,7 @@ class Store:
         *,
         on_bad: Callable[[BadObject], None] | None = None,
         steps: Iterable[int] | None = None,
+        listed: Iterable[str] | None = None,
     ) -> Iterator[Record]:
         """Yield every record of a run (or of one step, or of ``steps``), in step order then key order.
 
@@ -502,9 +503,14 @@ class Store:
         the wrong place), or that cannot be read as files (see the module docstring), and stray folders
         (``step=01``, a link) are skipped and reported through ``bad_objects``/``on_bad``. A failure of the
         store itself (S3 unreachable after its retries) is raised: a step is never judged half-read.
+
+        ``listed``: the keys of ``step``, as :meth:`list_keys` just listed them for the caller (one step only), read
+        instead of listing the step again.
         """
         self.bad_objects = []
         report = lambda bad: self._report_bad(bad.key, bad.reason, on_bad)  # noqa: E731
+        if listed is not None and step is None:
+            raise ValueError("listed keys are those of one step: give its step")
         if step is not None:
             chosen = [step]
         else:
@@ -515,7 +521,8 @@ class Store:
             # shown that the same rollout is not also stored at its current key (it is never counted twice).
             current: set[str] = set()
             legacy: list[tuple[str, Record]] = []
-            for key in self._list_checked(step_prefix(run_id, n), report):  # both backends list in key order
+            keys = self._list_checked(step_prefix(run_id, n), report) if listed is None else sorted(listed)
+            for key in keys:  # both backends list in key order
                 parsed = parse_record_key(key)
                 if parsed is None:
                     self._report_bad(key, "not a record key (expected group=<g>/<rollout_id>.json)", on_bad)

@@ -43,6 +43,7 @@ state when the run has none, and otherwise ignored.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
@@ -94,6 +95,7 @@ def thresholds(settings: Settings) -> Any:
 # The run's state object, read with its ETag and written only if nobody else wrote it in between
 
 _CONFLICT = object()
+_STEP_FOLDER = re.compile(r"runs/[^/]+/step=[0-9]+/")
 
 
 class ConditionalStateStore:
@@ -117,6 +119,9 @@ class ConditionalStateStore:
         self._store, self.upto = store, upto
         self._etags: dict[str, str | None] = {}
         self._runs: list[str] | None = None
+        self._last_listing: tuple[str, list[str]] | None = None
+        #: Per step folder read from a listing of this check: how many keys it held (the verdict keeps it).
+        self.keys_read: dict[str, int] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -128,6 +133,30 @@ class ConditionalStateStore:
         if self._runs is None:
             self._runs = self._store.list_runs()
         return list(self._runs)
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        """The keys below ``prefix``; the same prefix asked again with nothing else listed in between is answered from
+        the first listing, and so is the read of that step that follows (:meth:`iter_records`). A scheduled check
+        lists the run's provisional step to see whether records landed in it (``check_pending``), judging a step
+        lists it to keep its key count (``monitor_step``) and then reads it: three LISTs of one step for a new
+        judgement, two for a first one. Its count is now that of the keys read."""
+        last = self._last_listing
+        if last is not None and last[0] == prefix:
+            return list(last[1])
+        keys = self._store.list_keys(prefix)
+        # only a step's folder, which the check never writes to: any other listing is made afresh
+        self._last_listing = (prefix, keys) if _STEP_FOLDER.fullmatch(prefix) else None
+        return list(keys)
+
+    def iter_records(self, run_id: str, step: int | None = None, **kwargs: Any) -> Any:
+        """The store's records, the step's read from the listing :meth:`list_keys` just made of it, if any."""
+        from rewardpipe.store import step_prefix
+
+        last, self._last_listing = self._last_listing, None
+        if step is not None and last is not None and last[0] == step_prefix(run_id, step) and "listed" not in kwargs:
+            self.keys_read[last[0]] = len(last[1])
+            return self._store.iter_records(run_id, step, listed=last[1], **kwargs)
+        return self._store.iter_records(run_id, step, **kwargs)
 
     def list_steps(self, run_id: str, **kwargs: Any) -> list[int]:
         """The run's stored steps; for a check of step n, those up to n (a later one may still be written)."""
@@ -428,9 +457,14 @@ class CheckPublisher:
         from dataclasses import replace
 
         from rewardpipe.aws.metrics import step_points
+        from rewardpipe.store import step_prefix
 
         report = result.steps[0]
-        self.store.put_json(verdict_key(run_id, report.step), result.to_dict())
+        verdict = result.to_dict()
+        read = getattr(self.store, "keys_read", {}).get(step_prefix(run_id, report.step))
+        if read is not None:  # what a later look at the step compares with (late_records)
+            verdict["keys_read"] = read
+        self.store.put_json(verdict_key(run_id, report.step), verdict)
         kept, left_out = self.components.split(run_id, report.components)
         if left_out:
             self.left_out[run_id, report.step] = left_out
@@ -549,6 +583,47 @@ def _replay(store: Any, run_id: str, step: int, settings: Settings) -> dict[str,
     }
 
 
+#: How many judged steps before the run's newest a scheduled check looks back at for records that landed in them
+#: after the next step was judged (which no judgement reads any more): one of them per check that judged a step.
+LATE_LOOK_BACK = 4
+
+
+def late_records(store: Any, run_id: str, before: Any, judged: int) -> dict[str, Any] | None:
+    """Records stored in a step after it was judged for good, which no judgement will read (docs/aws.md: a step is
+    judged again only while no later one is). ``before``: the run's state as this check found it; ``judged``: the
+    newest step this check judged. Looks at one of the LATE_LOOK_BACK steps judged before the provisional one, in
+    turn as steps are judged (``judged`` picks it), only in a check that judged a step: its listing takes the place
+    of the one a judgement no longer makes (:meth:`ConditionalStateStore.list_keys`), so a check lists no more than
+    before. The step's count is compared with the keys its verdict read (``keys_read``; a verdict without it, of an
+    explicit request or an earlier version, is not compared). Returns ``{"run_id", "step", "keys_read",
+    "stored"}`` when it holds more, once (the verdict keeps the count reported, ``late_seen``)."""
+    from rewardpipe.store import step_prefix
+
+    held = before.provisional.step if before.provisional is not None else None
+    window: list[int] = []
+    for first, last in reversed(before.checked):
+        for step in range(last, first - 1, -1):
+            if step != held:
+                window.append(step)
+            if len(window) == LATE_LOOK_BACK:
+                break
+        if len(window) == LATE_LOOK_BACK:
+            break
+    if not window:
+        return None
+    step = window[judged % len(window)]
+    verdict = store.get_json(verdict_key(run_id, step), default=None)
+    read = verdict.get("keys_read") if isinstance(verdict, dict) else None
+    if not isinstance(read, int):
+        return None
+    stored = len(store.list_keys(step_prefix(run_id, step)))
+    seen = verdict.get("late_seen")  # reported once: again only when still more land
+    if stored <= max(read, seen if isinstance(seen, int) else read):
+        return None
+    store.put_json(verdict_key(run_id, step), {**verdict, "late_seen": stored})
+    return {"run_id": run_id, "step": step, "keys_read": read, "stored": stored}
+
+
 def _send_warnings(sns: Any, run_id: str, step: int, warnings: list[dict[str, str]]) -> list[str]:
     """A checked step's run warnings to the SNS topic, each kind once per run (:meth:`rewardpipe.monitoring.
     SnsAlarmSink.warn`): in AWS nobody reads the function's log, and a warning such as ``llm_user_replaced`` (the
@@ -591,6 +666,7 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
     runs = [request.run_id] if request.run_id else store.list_runs()
     summaries: list[dict[str, Any]] = []
     late: list[dict[str, Any]] = []
+    late_found: list[dict[str, Any]] = []
     problems: dict[str, list[str]] = {}
     for run_id in runs:
         try:
@@ -627,6 +703,20 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
             )
             if not lost:
                 break  # a lost race leaves steps to the winner; check what is still unchecked from its state
+        judged_now = [r["step"] for r in summaries if r["run_id"] == run_id and not r["replayed"]]
+        if request.step is None and judged_now:
+            try:
+                found = late_records(store, run_id, state, max(judged_now))
+            except Exception as exc:  # noqa: BLE001 - a look that fails is reported; the run was checked
+                problems[run_id].append(f"late records: {type(exc).__name__}: {exc}")
+                found = None
+            if found is not None:
+                late_found.append(found)
+                message = (
+                    f"step {found['step']}: {found['stored'] - found['keys_read']} objects stored since it was "
+                    f"judged from {found['keys_read']}, after a later step was judged: they are not judged"
+                )
+                _log_warning(message, run_id=run_id, step=found["step"], late_records=found)
         if already:
             replay = _replay(store, run_id, request.step, settings)  # type: ignore[arg-type]
             if replay is not None:
@@ -642,4 +732,6 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
     out: dict[str, Any] = {"checked": sum(1 for s in summaries if not s["replayed"]), "results": summaries}
     if late:
         out["delivered_late"] = late
+    if late_found:
+        out["late_records"] = late_found
     return out

@@ -5,6 +5,7 @@ Requests are counted with botocore's ``before-parameter-build`` hook on the stor
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -96,3 +97,67 @@ def test_the_streak_alarms_read_a_statistic_a_repeated_point_cannot_inflate(synt
     for props in alarms:
         assert props["Statistic"] == "Maximum" and props["Period"] == 60, props["AlarmName"]
         assert "run" not in {d["Name"] for d in props["Dimensions"]}, props["AlarmName"]
+
+
+def test_a_step_is_listed_once_to_judge_it_and_once_a_check_to_see_it_grew(world):
+    """Judging a step provisionally listed it to keep its key count, then again to read it; judging it again after
+    the check's listing saw it grew listed it twice more (three listings of one prefix in that check). The count kept
+    is now that of the keys read."""
+    store, lists = world["store"], world["lists"]
+    _groups(store, 0, [f"g{n}" for n in range(5)])
+    _groups(store, 1, ["g0"])
+    assert [(r["step"], r["records"]) for r in _check(world)["results"]] == [(0, 20)]
+    assert lists[("runs/late/step=0/", "")] == 1  # was 2
+    _groups(store, 0, [f"late{n}" for n in range(6)])  # no alarm: the step stays open to a new judgement
+    lists.clear()
+    assert [(r["step"], r["records"]) for r in _check(world)["results"]] == [(0, 44)]
+    assert lists[("runs/late/step=0/", "")] == 1  # was 3
+    lists.clear()
+    assert _check(world)["results"] == []  # its count is that of the keys judged: looked at, not judged again
+    assert lists[("runs/late/step=0/", "")] == 1
+    assert store.get_json("runs/late/monitor/state.json")["provisional"]["keys"] == 44
+
+
+def test_a_steps_listing_is_read_as_given_and_only_for_one_step(tmp_path):
+    from rewardpipe.store import LocalStore, step_prefix
+
+    store = LocalStore(tmp_path)
+    for record in batch(varied, groups=2, k=2, step=0, run="r"):
+        store.put_record(record)
+    keys = store.list_keys(step_prefix("r", 0))
+    assert len(list(store.iter_records("r", 0, listed=keys[:1]))) == 1  # what the caller listed is what is read
+    with pytest.raises(ValueError, match="one step"):
+        list(store.iter_records("r", listed=keys))
+
+
+def test_records_landing_after_the_next_step_was_judged_are_reported_late(world, capsys):
+    """Round thirty-seven judges a step again only while no later step is judged: records landing in step 0 after
+    step 1 was judged were never judged, and nothing said so. A check that judges a step looks at one step judged
+    before, in turn, with the listing a judgement no longer makes: a check lists no more than before."""
+    store, lists = world["store"], world["lists"]
+    _groups(store, 0, [f"g{n}" for n in range(5)])
+    _groups(store, 1, [f"g{n}" for n in range(5)])
+    _groups(store, 2, ["g0"])
+    assert "late_records" not in _check(world)  # steps 0 and 1 judged
+    _groups(store, 0, [f"late{n}" for n in range(6)], varied=False)
+    capsys.readouterr()
+    idle = _check(world)  # judges nothing: looks at nothing more than round thirty-seven's step
+    assert idle["results"] == [] and "late_records" not in idle
+
+    _groups(store, 2, [f"g{n}" for n in range(1, 5)])
+    _groups(store, 3, ["g0"])
+    lists.clear()
+    out = _check(world)
+    assert [(r["step"], r["records"]) for r in out["results"]] == [(2, 20)]
+    assert out["late_records"] == [{"run_id": "late", "step": 0, "keys_read": 20, "stored": 44}]
+    warnings = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"late_records"' in line]
+    assert [w["step"] for w in warnings] == [0] and warnings[0]["level"] == "WARNING"
+    # still not judged (round thirty-seven's contract), and no alarm for it
+    assert store.get_json("runs/late/monitor/step=0.json")["steps"][0]["records"] == 20
+    steps = sum(n for (prefix, _), n in lists.items() if "/step=" in prefix)
+    assert steps == 3  # step 1 (grew?), step 2 (judged), step 0 (late?): a judgement listed its step twice before
+
+    _groups(store, 3, [f"g{n}" for n in range(1, 5)])
+    _groups(store, 4, ["g0"])
+    again = _check(world)
+    assert [r["step"] for r in again["results"]] == [3] and "late_records" not in again  # reported once
