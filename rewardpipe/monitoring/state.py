@@ -6,7 +6,7 @@ import bisect
 import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
@@ -18,6 +18,8 @@ STATE_SCHEMA: Final = "rewardpipe.monitor-state/v2"
 _V1_SCHEMA = "rewardpipe.monitor-state/v1"
 #: The most verdicts of a penalty whose fired groups ``TargetState.fired`` keeps.
 FIRED_WINDOW: Final = 24
+#: A count or step a state keeps: never negative (a damaged state's negative count is refused, not summed).
+_Count = Annotated[int, Field(ge=0)]
 
 
 class TargetState(BaseModel):
@@ -57,9 +59,17 @@ class TargetState(BaseModel):
     #: A penalty's last (step, groups it fired on whole, groups where it varied), one point per verdict, at most
     #: :data:`FIRED_WINDOW`: whether it fires per rollout or per prompt is told over several steps, not on one step's
     #: one or two fired groups (rewardpipe.monitoring.verdicts.RecentFired).
-    fired: list[tuple[int, int, int]] = Field(default_factory=list)
+    fired: list[tuple[_Count, _Count, _Count]] = Field(default_factory=list)
     #: First step of an open pool of small steps (too few groups for a verdict): rewardpipe.monitoring.pooling.
     pooled_since: int | None = None
+
+    @field_validator("fired")
+    @classmethod
+    def _newest_fired(cls, fired: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """The window's newest points, one a step, as the monitor writes them: a damaged state's hundreds of points
+        were all summed into a penalty's evidence (its whole groups outweighed for up to the window's steps)."""
+        by_step = {step: (step, whole, varying) for step, whole, varying in fired}
+        return [by_step[step] for step in sorted(by_step)[-FIRED_WINDOW:]]
 
 
 class PendingDelivery(BaseModel):

@@ -307,7 +307,8 @@ def _fires_per_rollout(stats: dict[str, Any], recent: RecentFired | None, whole_
     enough = PER_PROMPT_MIN_FIRED_GROUPS if varying else PER_PROMPT_MIN_WHOLE_GROUPS
     if whole >= varying and whole + varying >= enough:
         return False
-    stats["fired_lately"] = (whole, varying, verdicts)
+    if whole_here:  # (a step without a whole fired group is a penalty that fires rarely or not at all: nothing to add)
+        stats["fired_lately"] = (whole, varying, verdicts)
     return True
 
 
@@ -318,6 +319,12 @@ def _fired_lately_note(whole: int, varying: int, verdicts: int) -> str:
             f" (it fired on every rollout of {whole} group(s) over its last {verdicts} verdict(s) and varied in none: "
             f"too few to tell a penalty set per prompt from one firing per rollout at a high rate, whose every "
             f"rollout of a group fires by chance)"
+        )
+    if whole >= varying:  # more whole than varying, but too few fired groups for their share to tell
+        return (
+            f" (over its last {verdicts} verdict(s) it fired on every rollout of {whole} group(s) and varied inside "
+            f"{varying}: too few to tell a penalty set per prompt from one firing per rollout at a high rate; one that "
+            f"has varied is judged set per prompt on at least {PER_PROMPT_MIN_FIRED_GROUPS} fired groups)"
         )
     return (
         f" (its fired groups here are whole, but over its last {verdicts} verdicts it varied inside {varying} groups "

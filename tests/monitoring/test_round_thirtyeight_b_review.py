@@ -1,0 +1,95 @@
+"""Round thirty-eight (review), monitoring and stored progress: attacks on the round's penalty evidence window
+(``TargetState.fired``) and its messages.
+
+1. A stored state's ``fired`` points were taken as written: negative counts, negative steps or hundreds of points (a
+   damaged or hand-edited state; no rewardpipe writes them) were summed into a penalty's evidence and kept a penalty
+   set per prompt ``info`` for up to 24 steps. Such a state is refused (set aside as corrupt, as for a negative
+   streak); more points than the window keeps are trimmed to its newest.
+2. The note an ``info`` penalty's message gets when its whole fired groups were not taken as set per prompt said "it
+   fired on every rollout of 0 group(s) ... too few to tell" for a penalty that fired on no group at all, and "it
+   fires per rollout" when its whole groups outnumbered its varying ones (too few fired groups to tell, not evidence
+   of firing per rollout).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from rewardpipe.monitoring import MonitorState, Thresholds, load_state, monitor_records, state_key
+from rewardpipe.monitoring.state import FIRED_WINDOW
+from rewardpipe.store import LocalStore
+from tests.monitoring.test_round_thirtyfive_monitor import _records  # (step, groups, values_of(g, i), k)
+
+PENALTY = {"pen": (-1.0, 0.0)}
+
+
+def _state_with_fired(fired: list[list[int]]) -> dict[str, Any]:
+    return {"schema": "rewardpipe.monitor-state/v2", "targets": {"component:pen": {"fired": fired}}}
+
+
+def _per_prompt_step(step: int) -> list[dict[str, Any]]:
+    """``pen`` fires on every rollout of 3 of 32 groups and nowhere else: set per prompt, dead at once."""
+    rng = random.Random(step)
+    return _records(step, 32, lambda g, i: {"good": rng.random(), "pen": -1.0 if g < 3 else 0.0})
+
+
+@pytest.mark.parametrize(
+    "fired",
+    [
+        [[0, -1000, 0]],  # a negative count of whole groups: outweighs any whole group to come
+        [[0, 0, -5]],
+        [[-1, 0, 1]],  # a negative step: no checked step is
+    ],
+)
+def test_a_stored_penalty_evidence_that_no_rewardpipe_writes_is_refused(fired, tmp_path):
+    with pytest.raises(ValidationError, match="fired"):
+        MonitorState.model_validate(_state_with_fired(fired))
+    store = LocalStore(tmp_path)
+    store.put_json(state_key("r"), _state_with_fired(fired))
+    state, problem = load_state(store, "r")  # set aside as corrupt, a fresh state in its place
+    assert problem is not None and state.targets == {}
+    result = monitor_records(_per_prompt_step(1), Thresholds(ranges=PENALTY), state)
+    assert result.step(1).components["pen"].verdict == "dead"
+
+
+def test_more_penalty_evidence_than_the_window_is_trimmed_to_its_newest_points():
+    """100 points of one varying group each: all of them were summed into the next step's evidence (a penalty set
+    per prompt was info); only the window's newest are kept, as the monitor writes them."""
+    fired = [[step, 0, 1] for step in range(100)] + [[100 + step, 2, 0] for step in range(FIRED_WINDOW)]
+    state = MonitorState.model_validate(_state_with_fired(fired))
+    assert state.targets["component:pen"].fired == [(100 + step, 2, 0) for step in range(FIRED_WINDOW)]
+    result = monitor_records(_per_prompt_step(200), Thresholds(ranges=PENALTY), state)
+    assert result.step(200).components["pen"].verdict == "dead"
+
+
+def test_a_penalty_that_fires_on_no_group_says_nothing_of_whole_fired_groups():
+    rng = random.Random(1)
+    stats = (
+        monitor_records(_records(0, 32, lambda g, i: {"good": rng.random(), "pen": 0.0}), Thresholds(ranges=PENALTY))
+        .step(0)
+        .components["pen"]
+    )
+    assert (stats.verdict, stats.cause) == ("info", "penalty_never_fires")
+    assert "fired on every rollout of 0 group" not in (stats.message or "")
+    assert "varied" not in (stats.message or "")
+
+
+def test_a_few_whole_groups_among_fewer_varying_ones_are_too_few_to_tell_not_firing_per_rollout():
+    """4 whole fired groups and 1 varying one, a first step: info (at least 20 fired groups once it has varied), but
+    its message said "it fires per rollout", the opposite of what the groups show."""
+    rng = random.Random(1)
+
+    def values(g: int, i: int) -> dict[str, float]:
+        fired = g < 4 or (g == 4 and i == 0)
+        return {"good": rng.random(), "pen": -1.0 if fired else 0.0}
+
+    stats = monitor_records(_records(0, 32, values), Thresholds(ranges=PENALTY)).step(0).components["pen"]
+    assert (stats.verdict, stats.cause) == ("info", "penalty_never_fires")
+    message = stats.message or ""
+    assert "it fires per rollout" not in message
+    assert "fired on every rollout of 4 group(s) and varied inside 1" in message
+    assert "too few to tell" in message
