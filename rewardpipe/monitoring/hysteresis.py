@@ -114,11 +114,13 @@ def _record_trend(target: TargetState, step: int, fraction: float, groups: int, 
 
 
 def recent_fired(state: MonitorState, step: int) -> dict[str, RecentFired]:
-    """Each penalty's evidence over its recent verdicts other than ``step``'s (a step judged again, or a replay, is
-    not its own evidence), by component name, for :func:`rewardpipe.monitoring.verdicts.step_report`."""
+    """Each penalty's evidence over its recent verdicts of the steps before ``step``, by component name, for
+    :func:`rewardpipe.monitoring.verdicts.step_report`. Not ``step``'s own (a step judged again is not its own
+    evidence), nor a later step's: a step replayed after later ones were judged was reported with a verdict it was
+    never judged with (``dead`` where it had been ``info``), and a step's verdict depends on what came before it."""
     recent = {}
     for key, target in state.targets.items():
-        points = [(whole, varying) for s, whole, varying in target.fired if s != step]
+        points = [(whole, varying) for s, whole, varying in target.fired if s < step]
         if key.startswith("component:") and points:
             whole, varying = (sum(counts) for counts in zip(*points, strict=True))
             recent[key.removeprefix("component:")] = RecentFired(whole, varying, len(points))

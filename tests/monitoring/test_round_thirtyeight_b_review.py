@@ -93,3 +93,26 @@ def test_a_few_whole_groups_among_fewer_varying_ones_are_too_few_to_tell_not_fir
     assert "it fires per rollout" not in message
     assert "fired on every rollout of 4 group(s) and varied inside 1" in message
     assert "too few to tell" in message
+
+
+def test_a_replayed_step_is_reported_with_the_verdict_it_was_judged_with():
+    """A penalty set per prompt, one whole fired group a step, judged one step a call: ``info`` at step 0 (one whole
+    group is too few), ``dead`` from step 1. Replayed after step 5 (a retried check, a file read again), step 0 was
+    reported ``dead``: the evidence of the steps judged after it counted, a verdict no alarm was ever raised for.
+    A step's evidence is that of the steps before it."""
+    rng = random.Random(0)
+    steps = [
+        _records(step, 32, lambda g, i, s=step: {"good": rng.random(), "pen": -1.0 if g == s else 0.0})
+        for step in range(6)
+    ]
+    state = None
+    judged = {}
+    for step, records in enumerate(steps):
+        result = monitor_records(records, Thresholds(ranges=PENALTY), state)
+        state = result.state
+        judged[step] = result.step(step).components["pen"].verdict
+    assert judged == {0: "info", 1: "dead", 2: "dead", 3: "dead", 4: "dead", 5: "dead"}
+    again = monitor_records(steps[0] + steps[3], Thresholds(ranges=PENALTY), state)
+    assert all(report.replayed for report in again.steps)
+    assert {report.step: report.components["pen"].verdict for report in again.steps} == {0: "info", 3: "dead"}
+    assert again.alarms == []
