@@ -243,8 +243,15 @@ def component_stats(
             # than it fires on whole groups (at this step, or over its recent steps) fires per rollout: an idle
             # penalty, info, whether or not its neutral end reached dead_fraction at this step (its whole groups and
             # its varying ones, both few, took the share over and under it from one step to the next).
+            # (The doubt is for a penalty idle in most of its constant groups and firing on a few: one sitting off its
+            # neutral end in most of them, on a small step whose fired groups are too few to tell, was called idle.)
             whole_off_end = len(zero_values) - at
-            if end_cause == neutral_end and _fires_per_rollout(stats, recent_fired, whole_off_end, eligible - zero):
+            idle_mostly = at >= whole_off_end
+            if (
+                end_cause == neutral_end
+                and idle_mostly
+                and _fires_per_rollout(stats, recent_fired, whole_off_end, eligible - zero)
+            ):
                 cause, stats["constant_value"], stats["at_value_groups"] = end_cause, end, at
                 break
             if at / (eligible - sparse) < th.dead_fraction:

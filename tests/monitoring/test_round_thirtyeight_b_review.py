@@ -116,3 +116,30 @@ def test_a_replayed_step_is_reported_with_the_verdict_it_was_judged_with():
     assert all(report.replayed for report in again.steps)
     assert {report.step: report.components["pen"].verdict for report in again.steps} == {0: "info", 3: "dead"}
     assert again.alarms == []
+
+
+@pytest.mark.parametrize(
+    ("ranges", "roles", "fired", "cause"),
+    [
+        # a penalty role over (0, 1), weighted as given: it fires at its maximum on every rollout of 9 of 10 groups
+        ({"pen": (0.0, 1.0)}, {"pen": "penalty"}, lambda g, i: 1.0 if g < 9 or i == 0 else 0.0, "constant_at_maximum"),
+        # a penalty over [-1, 0] set per prompt at -1 (8 groups) and -0.5 (1): constant in 9 of 10 groups, none at 0
+        (
+            {"pen": (-1.0, 0.0)},
+            {},
+            lambda g, i: -1.0 if g < 8 else -0.5 if g == 8 else (-1.0 if i == 0 else 0.0),
+            "constant_within_groups",
+        ),
+    ],
+)
+def test_a_penalty_off_its_neutral_end_in_most_groups_is_not_an_idle_penalty(ranges, roles, fired, cause):
+    """A small step (10 groups, fewer fired groups than it takes to tell chance from a penalty set per prompt) where
+    the penalty sits off its neutral end in most groups: it was ``info``, "the penalty never fires" ("at its maximum
+    0.0 in every rollout of 0% of groups"), since "too few fired groups to tell" cleared it as an idle penalty whatever
+    its neutral end held. That doubt is for a penalty idle in most groups, firing on a few (round thirty-seven: dead,
+    as here)."""
+    rng = random.Random(1)
+    records = _records(0, 10, lambda g, i: {"good": rng.random(), "pen": fired(g, i)})
+    stats = monitor_records(records, Thresholds(ranges=ranges, roles=roles)).step(0).components["pen"]
+    assert (stats.verdict, stats.cause) == ("dead", cause)
+    assert "never fires" not in (stats.message or "") and "fires rarely" not in (stats.message or "")
