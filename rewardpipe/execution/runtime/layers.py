@@ -1593,6 +1593,12 @@ _AT_ONE_PROCESS = {
 }
 _PTRACE = {"x86_64": 101, "aarch64": 117}
 _SETPGID = {"x86_64": 109, "aarch64": 154}
+# The calls that name a process by a descriptor (the same numbers on both architectures): a pidfd, which also comes
+# without pidfd_open (clone's CLONE_PIDFD, a socket's SO_PEERPIDFD, open_by_handle_at on pidfs), or a /proc/<pid>
+# directory, which pidfd_send_signal takes as one. Nothing in the call's numbers says which process it names, and the
+# fork server cannot look at the caller's descriptors (the runner is not dumpable): refused in the runner's filter.
+# (The tests' signal.pidfd_send_signal sends by pid instead, once the runner has checked the process is the job's.)
+_BY_DESCRIPTOR = {"pidfd_send_signal": 424, "pidfd_getfd": 438, "process_madvise": 440, "process_mrelease": 448}
 
 
 def _block_keep_from(selectors: tuple[int, int, int], server: int, group: int, runner: int, otherwise: int) -> list:
@@ -1672,6 +1678,7 @@ def runner_reach_filter(arch: str, server: int, group: int, sysv: str = "own nam
     rules.append((_PTRACE[arch], _block_by_value(1, [({server}, refused), (own, _RET_ALLOW)], other)))
     if runner:  # (into a group outside the job, "its own group" would be another's: setpgid(pid, group))
         rules.append((_SETPGID[arch], _block_by_value(1, [(own, _RET_ALLOW)], _RET_USER_NOTIF)))
+        rules += [(number, [(_RET, 0, 0, refused)]) for number in _BY_DESCRIPTOR.values()]
     # SIGIO (or F_SETSIG's signal) to the owner of a descriptor: the kernel checks only the uid when it sends it. An
     # owner by number is held as a signal is; F_SETOWN_EX and the ioctls name theirs in memory: refused.
     owner = _block_by_value(2, [(everyone - {0xFFFFFFFF}, refused), (own | own_group, _RET_ALLOW)], other)

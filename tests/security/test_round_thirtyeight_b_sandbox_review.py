@@ -1,0 +1,66 @@
+"""Round thirty-eight (review), the sandbox: attacks on this round's runner filter, its supervisor in the fork server
+and the runner's own directories, each shown failing before its fix.
+
+* A process the tests start signalled another worker's runner or fork server through a pidfd: the filter held kill
+  and its family by pid, but pidfd_send_signal takes a descriptor, and ``open("/proc/<pid>")`` is one (no pidfd_open).
+"""
+
+from __future__ import annotations
+
+from tests.security.test_round_thirtyeight_sandbox import (  # noqa: F401 - (the module's workers, as fixtures)
+    FIND_THE_OTHER_WORKER,
+    two_workers,
+    worker,
+)
+from tests.security.test_round_thirtyseven_d_runner_reach import _passes
+
+# After FIND_THE_OTHER_WORKER's own checks (``targets``: the other worker's runners and their fork server), each is
+# signalled through its /proc directory, which pidfd_send_signal takes as a pidfd, from the runner (ctypes) and from a
+# process the tests start (refused whatever the directory names: the fork server cannot see the caller's descriptors).
+BY_PROC_DIRECTORY = (
+    "def by_directory(pid, signum=signal.SIGCONT):\n"
+    "    fd = os.open(f'/proc/{pid}', os.O_RDONLY | os.O_DIRECTORY)\n"
+    "    try:\n"
+    "        return libc.syscall(424, fd, signum, None, 0), ctypes.get_errno()\n"
+    "    finally:\n"
+    "        os.close(fd)\n"
+    "for target in targets:\n"
+    "    assert by_directory(target) == (-1, errno.EPERM), (target, by_directory(target))\n"
+    "    child = (\n"
+    "        'import ctypes, os, sys\\nlibc = ctypes.CDLL(None, use_errno=True)\\n'\n"
+    "        f'fd = os.open(\"/proc/{target}\", os.O_RDONLY)\\n'\n"
+    "        'sys.exit(0 if libc.syscall(424, fd, 18, None, 0) == 0 else 3)'\n"
+    "    )\n"
+    "    assert subprocess.run([sys.executable, '-c', child]).returncode == 3, ('signalled', target)\n"
+    "mine = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+    "assert by_directory(mine.pid, signal.SIGKILL) == (-1, errno.EPERM), 'refused whatever it names'\n"
+    "mine.kill()\n"
+    "assert mine.wait(timeout=30) == -signal.SIGKILL\n"
+)
+
+
+def test_the_tests_cannot_signal_another_workers_processes_through_a_pidfd(two_workers):  # noqa: F811
+    _passes(two_workers, FIND_THE_OTHER_WORKER + BY_PROC_DIRECTORY)
+    _passes(two_workers, FIND_THE_OTHER_WORKER + BY_PROC_DIRECTORY)  # (the jobs go to either worker)
+
+
+# The tests' own pidfd still signals their own process (signal.pidfd_send_signal, checked and sent by the runner), in
+# either mode; a /proc directory is refused by the filter whatever it names.
+OWN_PIDFD = (
+    "import os, signal, subprocess, sys\n"
+    "mine = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+    "pidfd = os.pidfd_open(mine.pid)\n"
+    "signal.pidfd_send_signal(pidfd, signal.SIGKILL)\n"
+    "assert mine.wait(timeout=30) == -signal.SIGKILL\n"
+    "try:\n"
+    "    signal.pidfd_send_signal(pidfd, signal.SIGKILL)\n"
+    "except ProcessLookupError:\n"
+    "    pass\n"
+    "else:\n"
+    "    raise AssertionError('a reaped process signalled')\n"
+    "os.close(pidfd)\n"
+)
+
+
+def test_the_tests_own_pidfd_still_signals_their_own_process(worker):  # noqa: F811
+    _passes(worker, OWN_PIDFD)
