@@ -64,3 +64,25 @@ OWN_PIDFD = (
 
 def test_the_tests_own_pidfd_still_signals_their_own_process(worker):  # noqa: F811
     _passes(worker, OWN_PIDFD)
+
+
+# multiprocessing's managers and its forkserver context listen on a UNIX socket under tempfile's directory, the runner's
+# own (pymp-XXXXXXXX/listener-XXXXXXXX below it): the runner's directory, named past guessing, was long enough in
+# Lambda mode (the scorer's temporary directory, no per-job tmpfs) to take the path past the 107 bytes a socket's
+# address holds: "AF_UNIX path too long", a right answer's error.
+LISTENS_ON_A_SOCKET = (
+    "import multiprocessing as mp, time\n"
+    "with mp.Manager() as manager:\n"
+    "    shared = manager.dict()\n"
+    "    shared['x'] = 1\n"
+    "    assert dict(shared) == {'x': 1}\n"
+    "started = mp.get_context('forkserver').Process(target=time.sleep, args=(60,))\n"
+    "started.start()\n"
+    "started.terminate()\n"
+    "started.join(30)\n"
+    "assert started.exitcode == -15, started.exitcode\n"
+)
+
+
+def test_the_tests_may_listen_on_a_socket_under_their_temporary_directory(worker):  # noqa: F811
+    _passes(worker, LISTENS_ON_A_SOCKET)

@@ -1283,8 +1283,11 @@ class Zygote:
         clean; it then receives each job's tests directly from the scorer's memfd."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # The runner's own working directory (and tempfile's), emptied after each job (trusted.serve_jobs); named
-        # past guessing, in the workers' directory, which the model's code cannot list.
-        self.runner_dir = os.path.join(self.worker_dir, f"runner-{secrets.token_hex(16)}")
+        # past guessing (64 bits), in the workers' directory, which the model's code cannot list. Short: the tests'
+        # UNIX sockets live below it (multiprocessing's managers and forkserver: pymp-XXXXXXXX/listener-XXXXXXXX, 32
+        # bytes under tempfile's directory), and a socket's path holds 107 bytes; with 32 hex digits, in Lambda mode
+        # (the scorer's temporary directory), it was past that ("AF_UNIX path too long", round thirty-eight, review).
+        self.runner_dir = os.path.join(self.worker_dir, f"r-{secrets.token_hex(8)}")
         pid = os.fork()
         if pid == 0:
             status = 0
