@@ -7,6 +7,11 @@ and the runner's own directories, each shown failing before its fix.
 
 from __future__ import annotations
 
+import os
+import socket
+import time
+
+from rewardpipe.execution.runtime import zygote
 from tests.security.test_round_thirtyeight_sandbox import (  # noqa: F401 - (the module's workers, as fixtures)
     FIND_THE_OTHER_WORKER,
     two_workers,
@@ -86,3 +91,51 @@ LISTENS_ON_A_SOCKET = (
 
 def test_the_tests_may_listen_on_a_socket_under_their_temporary_directory(worker):  # noqa: F811
     _passes(worker, LISTENS_ON_A_SOCKET)
+
+
+class _EndlessCalls:
+    """A supervisor whose listener is always readable: the tests' calls keep coming (a loop of kill(pid, 0))."""
+
+    def __init__(self):
+        self.read_end, self.write_end = os.pipe()
+        os.write(self.write_end, b"x")
+        self.answered = 0
+
+    def fileno(self) -> int:
+        return self.read_end
+
+    def answer(self) -> None:
+        self.answered += 1
+
+
+class _RepliesOnceMeasured:
+    """The job's disk watch: the runner's reply comes once the job's disk has been measured during the job."""
+
+    def __init__(self, runner_end: socket.socket):
+        self.runner_end = runner_end
+        self.checks = 0
+
+    def check(self) -> None:
+        self.checks += 1
+        if self.checks == 1:
+            self.runner_end.send(b'{"state": "done"}')
+
+
+def test_the_jobs_disk_is_measured_while_the_tests_calls_are_answered():
+    # (Lambda mode, no per-job tmpfs: the fork server measures the job's disk while it waits for the runner; a flood of
+    # notified calls kept every wait busy, and the model's process wrote past its budget, or filled the host's disk,
+    # unmeasured until the tests' loop ended)
+    server = zygote.Zygote.__new__(zygote.Zygote)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    calls = _EndlessCalls()
+    server.runner_socket, server.runner_pidfd, server.runner_supervisor = ours, None, calls
+    server.seccomp_arch, server.runner_pid = None, 0
+    watch = _RepliesOnceMeasured(theirs)
+    try:
+        reply = server._await_trusted_runner(time.monotonic() + 30, watch)
+        assert reply == {"state": "done"} and watch.checks == 1 and calls.answered > 0
+    finally:
+        for end in (ours, theirs):
+            end.close()
+        os.close(calls.read_end)
+        os.close(calls.write_end)
