@@ -3,15 +3,25 @@ and the runner's own directories, each shown failing before its fix.
 
 * A process the tests start signalled another worker's runner or fork server through a pidfd: the filter held kill
   and its family by pid, but pidfd_send_signal takes a descriptor, and ``open("/proc/<pid>")`` is one (no pidfd_open).
+* multiprocessing's managers and forkserver context failed in Lambda mode: their socket's path, under the runner's
+  directory, was too long.
+* A flood of notified calls kept the fork server's wait busy, and the job's disk went unmeasured meanwhile.
+* A call on a pid no process had was let through, and reached the process that took the pid next.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
+import select
+import signal
 import socket
 import time
 
-from rewardpipe.execution.runtime import zygote
+import pytest
+
+from rewardpipe.execution.runtime import layers, zygote
 from tests.security.test_round_thirtyeight_sandbox import (  # noqa: F401 - (the module's workers, as fixtures)
     FIND_THE_OTHER_WORKER,
     two_workers,
@@ -139,3 +149,86 @@ def test_the_jobs_disk_is_measured_while_the_tests_calls_are_answered():
             end.close()
         os.close(calls.read_end)
         os.close(calls.write_end)
+
+
+def _free_pid() -> int:
+    """A pid no process has now, well past the ones being handed out."""
+    with open("/proc/sys/kernel/pid_max") as handle:
+        highest = int(handle.read())
+    with open("/proc/sys/kernel/ns_last_pid") as handle:
+        last = int(handle.read())
+    for pid in range(min(last + 100_000, highest - 1), 300, -97):
+        if not os.path.exists(f"/proc/{pid}"):
+            return pid
+    raise AssertionError("no free pid")
+
+
+def _process_at(pid: int) -> int | None:
+    """Fork a process of this test's own (nothing the supervised caller started) with the pid ``pid``, or None if
+    another process took it first (ns_last_pid, root only)."""
+    with open("/proc/sys/kernel/ns_last_pid", "w") as handle:
+        handle.write(str(pid - 1))
+    child = os.fork()
+    if child == 0:
+        signal.pause()
+        os._exit(0)
+    if child != pid:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        return None
+    return child
+
+
+def test_a_call_on_a_pid_that_is_gone_never_reaches_the_process_that_takes_it(monkeypatch):
+    # A pid no process has is "gone" to the supervisor; let through ("the kernel answers ESRCH"), the kernel made the
+    # call after the check, on whatever process had the pid by then: a caller aiming at the next pid handed out (pids
+    # are sequential) reached another worker's runner as it started. Here the process taking the pid is made between
+    # the supervisor's check and its answer.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to choose a pid (ns_last_pid)")
+    arch = layers.seccomp_arch()
+    if arch is None:
+        pytest.skip("no seccomp filter for this machine")
+    target = _free_pid()
+    taken: list[int] = []
+    checked = layers.started_by
+
+    def check_then_take(runner: int, pid: int, caller: int = 0) -> bool | None:
+        answer = checked(runner, pid, caller)
+        if pid == target and not taken:
+            victim = _process_at(target)
+            if victim is None:
+                pytest.skip("the pid was taken by another process first")
+            taken.append(victim)
+        return answer
+
+    monkeypatch.setattr(layers, "started_by", check_then_take)
+    read_end, write_end = os.pipe()
+    listener_ends = socket.socketpair()
+    caller = os.fork()
+    if caller == 0:  # (under the runner's filter, as the runner: a SIGKILL to the free pid)
+        try:
+            layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
+            program = layers.runner_reach_filter(arch, os.getppid(), os.getpgid(os.getppid()), runner=os.getpid())
+            socket.send_fds(listener_ends[1], [b"l"], [layers.load_seccomp_listener(arch, program)])
+            libc = ctypes.CDLL(None, use_errno=True)
+            result = libc.kill(target, signal.SIGKILL)
+            os.write(write_end, f"{result} {ctypes.get_errno()}".encode())
+        finally:
+            os._exit(0)
+    try:
+        _, fds, _, _ = socket.recv_fds(listener_ends[0], 8, 1)
+        supervisor = layers.RunnerSupervisor(arch, fds[0], runner=caller)
+        select.select([supervisor], [], [], 30)
+        supervisor.answer()
+        answer = [int(part) for part in os.read(read_end, 100).decode().split()]
+        assert taken, "the supervisor never checked the pid"
+        assert answer == [-1, errno.ESRCH], "the process that took the pid was sent the SIGKILL"
+        supervisor.close()
+    finally:
+        for victim in taken:
+            os.kill(victim, signal.SIGKILL)
+            os.waitpid(victim, 0)
+        os.waitpid(caller, 0)
+        os.close(read_end)
+        os.close(write_end)

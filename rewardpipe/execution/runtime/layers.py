@@ -1763,8 +1763,8 @@ class RunnerSupervisor:
       (remove_made).
     * A call on a process or group by number (``runner=``): let through only when it names a process the tests started
       (descended from the runner, or in its group: started_by, the rule of the runner's own Python-level checks), else
-      EPERM. The kernel makes the call itself after the check; a process that died in between and whose pid was taken
-      by another at once is the one race left.
+      EPERM (ESRCH for a pid no process has). The kernel makes the call itself after the check; a process of the job
+      that died in between and whose pid was taken by another at once is the one race left.
 
     Arguments are plain numbers: nothing is read from the caller's memory, which it could change after the check."""
 
@@ -1790,21 +1790,29 @@ class RunnerSupervisor:
             kind, flags_arg = self._kinds[notif.nr]
             value, error = self._make(notif.nr, kind, args, flags_arg)
             response.val, response.error = (value, 0) if error == 0 else (0, -error)
-        elif notif.nr in self._targets and self._within_the_job(self._targets[notif.nr](args), int(notif.pid)):
-            response.error, response.flags = 0, _SECCOMP_USER_NOTIF_FLAG_CONTINUE
+        elif notif.nr in self._targets:
+            within = self._within_the_job(self._targets[notif.nr](args), int(notif.pid))
+            if within:
+                response.error, response.flags = 0, _SECCOMP_USER_NOTIF_FLAG_CONTINUE
+            elif within is None:  # (answered here, never let through: see _within_the_job)
+                response.error = -errno.ESRCH
         # (a caller gone by now: an object made for it is removed with the job's others all the same)
         sent = _libc.ioctl(self.listener, ctypes.c_ulong(_SECCOMP_IOCTL_NOTIF_SEND), ctypes.byref(response)) == 0
         if not sent and response.flags and ctypes.get_errno() == errno.EINVAL:  # (no "continue" before 5.5: refused)
             response.error, response.flags = -errno.EPERM, 0
             _libc.ioctl(self.listener, ctypes.c_ulong(_SECCOMP_IOCTL_NOTIF_SEND), ctypes.byref(response))
 
-    def _within_the_job(self, target: tuple[str, int], caller: int) -> bool:
+    def _within_the_job(self, target: tuple[str, int], caller: int) -> bool | None:
+        """Whether the call's process or group is the job's; None for a process no one has. That one is answered ESRCH
+        here: let through, the kernel made the call on whichever process had the pid by then, and pids are handed out
+        in order (a caller aiming at the next one reached another worker's runner as it started; round thirty-eight,
+        review)."""
         what, number = target
         if what == "user":  # (refused by the filter itself)
             return False
         if what == "group":
             return number == self.runner or started_by(self.runner, number, caller) is True
-        return started_by(self.runner, number, caller) is not False  # (gone: the kernel answers ESRCH itself)
+        return started_by(self.runner, number, caller)
 
     def _make(self, number: int, kind: str, args: list[int], flags_arg: int) -> tuple[int, int]:
         """(the id, 0) or (-1, errno). An existing object of the key is opened, never recorded as made: removing it
