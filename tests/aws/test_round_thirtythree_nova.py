@@ -175,8 +175,9 @@ class TestAComponentWithoutALimitCannotHoldTheBatch:
 
         samples = [_sample("ok", "fine"), _sample("stuck", "hang"), _sample("after", "fine too")]
         now = time.monotonic()
+        # 5 s (was 0.5 s): the sample before the hang must be scored in it on a loaded machine
         results = score_samples(
-            samples, self._reward(release, is_async=is_async), answer_by=now + 0.5, error_reward="zero"
+            samples, self._reward(release, is_async=is_async), answer_by=now + 5, error_reward="zero"
         )
         assert [r["id"] for r in results] == ["ok", "stuck", "after"]
         flags = {r["id"]: {m["name"] for m in r["metrics_list"] if m["name"].startswith("error_")} for r in results}
@@ -205,7 +206,8 @@ class TestAComponentWithoutALimitCannotHoldTheBatch:
         reward = Reward("r", [ran], needs_execution=True, executed_code=pick)
         samples = [_sample("ok", "fine"), _sample("stuck", "hang")]
         now = time.monotonic()
-        results = score_samples(samples, reward, deadline=now + 0.5, answer_by=now + 1.0, error_reward="zero")
+        # 5 s and 10 s (were 0.5 s and 1 s): the sample before the hang must be scored in them on a loaded machine
+        results = score_samples(samples, reward, deadline=now + 5, answer_by=now + 10, error_reward="zero")
         assert [r["id"] for r in results] == ["ok", "stuck"]
         assert not is_flagged(results[0]) and results[0]["aggregate_reward_score"] == 1.0
         flags = {m["name"] for m in results[1]["metrics_list"] if m["name"].startswith("error_")}

@@ -287,7 +287,9 @@ def test_a_timed_out_call_is_retried():
 
 
 def test_the_concurrency_bound_is_honoured_across_batches_and_threads():
-    with FakeJudge(delay_s=0.05) as fake:
+    # Each answer takes 0.2 s (was 0.05 s): the bound must be reached, and a loaded machine starts the callers'
+    # threads late enough for 0.05 s answers to finish before the third request opens.
+    with FakeJudge(delay_s=0.2) as fake:
         comp = judged(fake, concurrency=3)
         reward = Reward("r", [comp])
         batches = [inputs(*(f"good {t}-{i}" for i in range(12))) for t in range(2)]
@@ -301,7 +303,9 @@ def test_the_concurrency_bound_is_honoured_across_batches_and_threads():
 
 
 def test_concurrent_within_a_batch():
-    with FakeJudge(delay_s=0.05) as fake:
+    # 0.5 s answers (was 0.05 s): four requests must be open at once, and a loaded machine can start the batch's
+    # threads further apart than 0.05 s; a serial judge still has one open at a time.
+    with FakeJudge(delay_s=0.5) as fake:
         Reward("r", [judged(fake, concurrency=8)]).score_many(inputs(*(f"s{i}" for i in range(16))))
         assert fake.max_in_flight >= 4  # a serial judge would never have two requests open
 
