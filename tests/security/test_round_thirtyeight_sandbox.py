@@ -12,10 +12,12 @@ seccomp filter, so that ``ctypes`` and the processes the tests start are held as
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
 import select
+import signal
 import socket
 
 import pytest
@@ -340,15 +342,21 @@ def _in_a_filtered_child(
         finally:
             os._exit(0)
     os.close(write_end)
+    listener_ends[1].close()  # (a child that dies before sending its listener ends the wait below)
     supervisor = None
-    if sysv == "supervised":
-        _, fds, _, _ = socket.recv_fds(listener_ends[0], 8, 1)
-        supervisor = layers.RunnerSupervisor(arch, fds[0], runner=pid)
-        select.select([supervisor], [], [], 30)
-        supervisor.answer()
-    answer = os.read(read_end, 100).decode().split()
-    os.waitpid(pid, 0)
-    os.close(read_end)
+    try:
+        if sysv == "supervised":
+            _, fds, _, _ = socket.recv_fds(listener_ends[0], 8, 1)
+            supervisor = layers.RunnerSupervisor(arch, fds[0], runner=pid)
+            select.select([supervisor], [], [], 30)
+            supervisor.answer()
+        answer = os.read(read_end, 100).decode().split()
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # (a child left waiting: never this test's hang)
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(read_end)
+        listener_ends[0].close()
     return int(answer[0]), int(answer[1]), supervisor
 
 

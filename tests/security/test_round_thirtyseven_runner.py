@@ -268,15 +268,17 @@ def test_limits_the_tests_set_on_their_own_process_are_theirs(worker, case):
 # job (an ``ascii`` stdout made a later task's ``print('é')`` raise), and so did a signal wakeup descriptor (at the
 # next signal, a later job's SIGALRM timeout, the interpreter writes a byte to that number, which a later job's own
 # descriptors reuse).
+# (the started process writes 3 s in, well after its job ends even on a loaded machine: at 0.4 s, a first job slowed
+# past that by load saw the file written within its own run, which the check then read as a process outliving it)
 PROCESS_LEFT = {
     "a process the tests started": (
-        "import subprocess\nsubprocess.Popen(['/bin/sh', '-c', 'sleep 0.4; echo 41 > /tmp/rp37-late'])\n",
-        "import os, time\ntime.sleep(0.8)\nassert not os.path.exists('/tmp/rp37-late')\n",
+        "import subprocess\nsubprocess.Popen(['/bin/sh', '-c', 'sleep 3; echo 41 > /tmp/rp37-late'])\n",
+        "import os, time\ntime.sleep(4)\nassert not os.path.exists('/tmp/rp37-late')\n",
     ),
     "a process the tests forked": (
-        "import os, time\nif os.fork() == 0:\n    time.sleep(0.4)\n    open('/tmp/rp37-forked', 'w').close()\n"
+        "import os, time\nif os.fork() == 0:\n    time.sleep(3)\n    open('/tmp/rp37-forked', 'w').close()\n"
         "    os._exit(0)\n",
-        "import os, time\ntime.sleep(0.8)\nassert not os.path.exists('/tmp/rp37-forked')\n",
+        "import os, time\ntime.sleep(4)\nassert not os.path.exists('/tmp/rp37-forked')\n",
     ),
     "threading's trace function": (
         "import threading\nthreading.settrace(lambda *args: None)\n",
