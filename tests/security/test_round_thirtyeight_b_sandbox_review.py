@@ -11,11 +11,9 @@ and the runner's own directories, each shown failing before its fix.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import os
-import select
 import signal
 import socket
 import time
@@ -25,6 +23,7 @@ import pytest
 from rewardpipe.execution.runtime import layers, zygote
 from tests.security.test_round_thirtyeight_sandbox import (  # noqa: F401 - (the module's workers, as fixtures)
     FIND_THE_OTHER_WORKER,
+    call_under_the_runners_filter,
     two_workers,
     worker,
 )
@@ -205,40 +204,22 @@ def test_a_call_on_a_pid_that_is_gone_never_reaches_the_process_that_takes_it(mo
         return answer
 
     monkeypatch.setattr(layers, "started_by", check_then_take)
-    read_end, write_end = os.pipe()
-    listener_ends = socket.socketpair()
-    caller = os.fork()
-    if caller == 0:  # (under the runner's filter, as the runner: a SIGKILL to the free pid)
-        try:
-            layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
-            program = layers.runner_reach_filter(arch, os.getppid(), os.getpgid(os.getppid()), runner=os.getpid())
-            socket.send_fds(listener_ends[1], [b"l"], [layers.load_seccomp_listener(arch, program)])
-            libc = ctypes.CDLL(None, use_errno=True)
-            result = libc.kill(target, signal.SIGKILL)
-            os.write(write_end, f"{result} {ctypes.get_errno()}".encode())
-        finally:
-            os._exit(0)
-    listener_ends[1].close()  # (a caller that dies before sending its listener ends the wait below)
+
+    def program() -> bytes:  # (under the runner's filter, as the runner: a SIGKILL to the free pid)
+        return layers.runner_reach_filter(arch, os.getppid(), os.getpgid(os.getppid()), runner=os.getpid())
+
     supervisor = None
     try:
-        _, fds, _, _ = socket.recv_fds(listener_ends[0], 8, 1)
-        supervisor = layers.RunnerSupervisor(arch, fds[0], runner=caller)
-        select.select([supervisor], [], [], 30)
-        supervisor.answer()
-        answer = [int(part) for part in os.read(read_end, 100).decode().split()]
+        result, error, supervisor = call_under_the_runners_filter(
+            arch, program, lambda: ctypes.CDLL(None, use_errno=True).kill(target, signal.SIGKILL)
+        )
         if lost:
             pytest.skip("the pid was taken by another process first")
         assert taken, "the supervisor never checked the pid"
-        assert answer == [-1, errno.ESRCH], "the process that took the pid was sent the SIGKILL"
+        assert [result, error] == [-1, errno.ESRCH], "the process that took the pid was sent the SIGKILL"
     finally:
         for victim in taken:
             os.kill(victim, signal.SIGKILL)
             os.waitpid(victim, 0)
         if supervisor is not None:
-            supervisor.close()  # (a call still waiting on it fails: its caller goes on)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(caller, signal.SIGKILL)
-        os.waitpid(caller, 0)
-        os.close(read_end)
-        os.close(write_end)
-        listener_ends[0].close()
+            supervisor.close()

@@ -19,6 +19,7 @@ import os
 import select
 import signal
 import socket
+from collections.abc import Callable
 
 import pytest
 
@@ -314,50 +315,65 @@ def test_what_the_tests_leave_in_shared_memory_is_gone_for_the_next_job(worker):
 # --- the runner filter's SysV answers, in a process of this test's own ----------------------------------------------
 
 
-def _in_a_filtered_child(
-    sysv: str, call: str, key: int = 0, flags: int = 0o600
+def call_under_the_runners_filter(
+    arch: str, program_for: Callable[[], bytes], call: Callable[[], int], supervised: bool = True
 ) -> tuple[int, int, layers.RunnerSupervisor | None]:
-    """Fork a child that loads the runner's filter (``sysv`` mode, no runner pid: SysV only) and runs ``call`` (a
-    libc SysV get call, by name, with ``key`` and ``flags``); (its result, its errno, the supervisor that answered it,
-    if any)."""
-    arch = layers.seccomp_arch()
-    if arch is None:
-        pytest.skip("no seccomp filter for this machine")
+    """Fork a child that loads the filter ``program_for()`` makes (in the child: its pids are the child's), with a
+    listener this process answers as the fork server does when ``supervised``, and makes ``call()`` (a libc call);
+    (its result, its errno, the supervisor that answered it, if any). The child is killed and reaped whatever
+    happens: one left waiting on an unanswered notification, or dead before it sent its listener, never hangs the
+    test."""
     read_end, write_end = os.pipe()
     listener_ends = socket.socketpair()
     pid = os.fork()
     if pid == 0:  # (the child: nothing but the call, its answer written back)
         try:
             layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
-            program = layers.runner_reach_filter(arch, os.getppid(), os.getpgid(os.getppid()), sysv)
-            if sysv == "supervised":
+            program = program_for()
+            if supervised:
                 socket.send_fds(listener_ends[1], [b"l"], [layers.load_seccomp_listener(arch, program)])
             else:
                 layers.load_seccomp(program)
-            libc = ctypes.CDLL(None, use_errno=True)
-            result = getattr(libc, call)(
-                key, *((4096,) if call == "shmget" else (1,) if call == "semget" else ()), flags
-            )
+            result = call()
             os.write(write_end, f"{result} {ctypes.get_errno()}".encode())
         finally:
             os._exit(0)
     os.close(write_end)
-    listener_ends[1].close()  # (a child that dies before sending its listener ends the wait below)
+    listener_ends[1].close()
     supervisor = None
     try:
-        if sysv == "supervised":
+        if supervised:
             _, fds, _, _ = socket.recv_fds(listener_ends[0], 8, 1)
             supervisor = layers.RunnerSupervisor(arch, fds[0], runner=pid)
             select.select([supervisor], [], [], 30)
             supervisor.answer()
         answer = os.read(read_end, 100).decode().split()
     finally:
-        with contextlib.suppress(ProcessLookupError):  # (a child left waiting: never this test's hang)
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         os.close(read_end)
         listener_ends[0].close()
     return int(answer[0]), int(answer[1]), supervisor
+
+
+def _in_a_filtered_child(
+    sysv: str, call: str, key: int = 0, flags: int = 0o600
+) -> tuple[int, int, layers.RunnerSupervisor | None]:
+    """The runner's filter (``sysv`` mode, no runner pid: SysV only) on a libc SysV get call, by name, with ``key``
+    and ``flags`` (:func:`call_under_the_runners_filter`)."""
+    arch = layers.seccomp_arch()
+    if arch is None:
+        pytest.skip("no seccomp filter for this machine")
+
+    def program() -> bytes:
+        return layers.runner_reach_filter(arch, os.getppid(), os.getpgid(os.getppid()), sysv)
+
+    def make() -> int:
+        sizes = (4096,) if call == "shmget" else (1,) if call == "semget" else ()
+        return getattr(ctypes.CDLL(None, use_errno=True), call)(key, *sizes, flags)
+
+    return call_under_the_runners_filter(arch, program, make, supervised=sysv == "supervised")
 
 
 @pytest.mark.parametrize("call", ["shmget", "semget", "msgget"])
